@@ -1,0 +1,115 @@
+package v1alpha1
+
+// Labels, annotations and finalizers the operator reads and writes. They are part of the API:
+// users select fleet Pods with them and must never edit the operator-owned ones by hand.
+const (
+	// LabelFleetUID is on every owned object and Pod: the selector and the proof of ownership.
+	LabelFleetUID = "celld.eric.dev/fleet-uid"
+	// LabelClientOf on a client Pod admits it to the fleet's port 8080 (same namespace only).
+	LabelClientOf = "celld.eric.dev/client-of"
+	// LabelFleetName is on meshed members, for users' own AuthorizationPolicies.
+	LabelFleetName = "celld.eric.dev/fleet"
+	// LabelReplacementFleet indexes a Pod held by a replacement handoff.
+	LabelReplacementFleet = "celld.eric.dev/replacement-fleet"
+
+	// AnnotationRestartToken on the Pod template carries spec.maintenance.restartToken.
+	AnnotationRestartToken = "celld.eric.dev/restart-token"
+	// AnnotationStorageReservation on a claim names the fleet's reservation.
+	AnnotationStorageReservation = "celld.eric.dev/storage-reservation"
+	// AnnotationCurrentOperation on a reservation holds capacity-policy history only.
+	AnnotationCurrentOperation = "celld.eric.dev/current-operation"
+	// AnnotationReservedTuning on a reservation records the creation-time execution,
+	// lifecycle, env and telemetry, so the reservation hash still verifies after they change.
+	AnnotationReservedTuning = "celld.eric.dev/reserved-tuning"
+	// AnnotationIstioControlPlane on a fleet remembers that it was once meshed, so replacement
+	// Pods keep injection explicitly off after it leaves.
+	AnnotationIstioControlPlane = "celld.eric.dev/istio-control-plane"
+	// AnnotationRoutingAnnotationKeys on a route lists the annotation keys the operator manages.
+	AnnotationRoutingAnnotationKeys = "celld.eric.dev/routing-annotation-keys"
+	// AnnotationReplacementClaim on a victim Pod is the replacement intent (JSON).
+	AnnotationReplacementClaim = "celld.eric.dev/replacement-claim"
+	// AnnotationSpecHash on a workload is the hash of the spec the operator rendered, so an
+	// unchanged spec is not written again.
+	AnnotationSpecHash = "celld.eric.dev/spec-hash"
+
+	// FinalizerLifecycleProtection holds a fleet until its workload and claims are gone.
+	FinalizerLifecycleProtection = "celld.eric.dev/lifecycle-protection"
+	// FinalizerReplacingDisk holds a victim Pod during a replacement handoff.
+	FinalizerReplacingDisk = "celld.eric.dev/replacing-disk"
+
+	// SchedulingGateBucketZone holds an Ordered Bucket member until its zone is assigned.
+	SchedulingGateBucketZone = "celld.eric.dev/bucket-zone"
+)
+
+// Condition types of a CelldFleet.
+const (
+	ConditionReady                = "Ready"
+	ConditionProgressing          = "Progressing"
+	ConditionBlocked              = "Blocked"
+	ConditionMaintenancePaused    = "MaintenancePaused"
+	ConditionDeleting             = "Deleting"
+	ConditionRoutingReady         = "RoutingReady"
+	ConditionApplicationConverged = "ApplicationConverged"
+)
+
+// Lifecycle reasons: one of these explains Ready, Progressing and Blocked together.
+const (
+	ReasonNamespaceAccessDenied   = "NamespaceAccessDenied"
+	ReasonInvalidConfiguration    = "InvalidConfiguration"
+	ReasonMaintenancePaused       = "MaintenancePaused"
+	ReasonIsolationUnverified     = "IsolationUnverified"
+	ReasonServiceAccountMissing   = "ServiceAccountMissing"
+	ReasonStorageClassMissing     = "StorageClassMissing"
+	ReasonInvalidStorageClass     = "InvalidStorageClass"
+	ReasonStorageScopeConflict    = "StorageScopeConflict"
+	ReasonInfrastructureBlocked   = "InfrastructureBlocked"
+	ReasonStorageIdentityConflict = "StorageIdentityConflict"
+	ReasonLifecycleBlocked        = "LifecycleBlocked"
+	ReasonProvisioning            = "Provisioning"
+	ReasonProvisioned             = "Provisioned"
+	ReasonLifecycleProgress       = "LifecycleProgress"
+	ReasonMemberUnschedulable     = "MemberUnschedulable"
+	ReasonCapacityUncertain       = "CapacityUncertain"
+	ReasonSchedulingBlocked       = "SchedulingBlocked"
+	ReasonDeletionBlocked         = "DeletionBlocked"
+	ReasonDeleting                = "Deleting"
+	ReasonNotPaused               = "NotPaused"
+	ReasonNotDeleting             = "NotDeleting"
+)
+
+// RoutingReady reasons.
+const (
+	ReasonRoutingDisabled       = "Disabled"
+	ReasonServiceConflict       = "ServiceConflict"
+	ReasonRoutingError          = "RoutingError"
+	ReasonRemovingRoute         = "RemovingRoute"
+	ReasonGatewayAPIUnavailable = "GatewayAPIUnavailable"
+	ReasonAddressAssigned       = "AddressAssigned"
+	ReasonAwaitingAddress       = "AwaitingAddress"
+	ReasonRouteRejected         = "RouteRejected"
+	ReasonRouteAccepted         = "RouteAccepted"
+	ReasonAwaitingAcceptance    = "AwaitingAcceptance"
+)
+
+// ApplicationConverged reasons.
+const (
+	ReasonConverged             = "Converged"
+	ReasonMixedVersions         = "MixedVersions"
+	ReasonConverging            = "Converging"
+	ReasonStale                 = "StaleOrIncomplete"
+	ReasonUnsupported           = "Unsupported"
+	ReasonMalformed             = "Malformed"
+	ReasonIncompleteCoverage    = "IncompleteCoverage"
+	ReasonMembershipChanged     = "MembershipChanged"
+	ReasonMembershipUnavailable = "MembershipUnavailable"
+	ReasonWorkloadUnavailable   = "WorkloadUnavailable"
+	ReasonFleetDeleting         = "FleetDeleting"
+)
+
+// Event reasons.
+const (
+	EventMemberForceDeleted  = "MemberForceDeleted"
+	EventMemberDiskLost      = "MemberDiskLost"
+	EventMemberReplaced      = "MemberReplaced"
+	EventOperationSuperseded = "OperationSuperseded"
+)

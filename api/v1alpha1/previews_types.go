@@ -1,0 +1,67 @@
+package v1alpha1
+
+// FleetPreviewsSpec configures preview fleets generated from this fleet: cheap, isolated
+// Bucket fleets on a separate preview bucket. This release accepts and validates the shape;
+// preview fleets are not generated yet.
+type FleetPreviewsSpec struct {
+	// runtimeImage is the preview fleets' celld image, digest-pinned like spec.runtimeImage.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^(localhost|[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+)(:[0-9]{1,5})?(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)+@sha256:[a-f0-9]{64}$`
+	// +optional
+	RuntimeImage string `json:"runtimeImage,omitempty"`
+	// serviceAccountName runs the preview fleets.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// storage is the preview bucket, which must differ from the fleet bucket.
+	// +required
+	Storage PreviewStorage `json:"storage"`
+	// zone is the one zone preview fleets run in.
+	// +kubebuilder:validation:MaxLength=33
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$`
+	// +optional
+	Zone string `json:"zone,omitempty"`
+	// routing publishes each preview under baseDomain.
+	// +optional
+	Routing *PreviewRouting `json:"routing,omitempty"`
+	// execution overrides the preview fleets' resources.
+	// +optional
+	Execution *ExecutionSpec `json:"execution,omitempty"`
+	// scratch sizes the preview fleets' disk-backed emptyDir.
+	// +optional
+	Scratch *ScratchSpec `json:"scratch,omitempty"`
+}
+
+// PreviewStorage is the preview bucket.
+type PreviewStorage struct {
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9-]*[a-z0-9]$`
+	// +required
+	Bucket string `json:"bucket"`
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+$`
+	// +optional
+	Region string `json:"region,omitempty"`
+	// +optional
+	Endpoint *StorageEndpoint `json:"endpoint,omitempty"`
+}
+
+// PreviewRouting publishes previews as PREFIX.baseDomain.
+// +kubebuilder:validation:XValidation:rule="!(has(self.gateway) && has(self.ingress))",message="spec.previews.routing allows at most one of gateway or ingress; keep one"
+type PreviewRouting struct {
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	BaseDomain string `json:"baseDomain"`
+	// +kubebuilder:validation:Enum=http;https
+	// +kubebuilder:default=https
+	// +optional
+	Scheme string `json:"scheme,omitempty"`
+	// +required
+	Source RoutingSource `json:"source"`
+	// +optional
+	Gateway *GatewayRouting `json:"gateway,omitempty"`
+	// +optional
+	Ingress *IngressRouting `json:"ingress,omitempty"`
+}

@@ -1,0 +1,101 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CelldStorageReservation permanently binds a bucket (or a bucket prefix) to one fleet UID. It
+// is a durable, cluster-wide tombstone: never garbage collected, never transferred to a fleet
+// recreated under the same name. Its name is derived from the bucket, so Create is the
+// arbitration point between fleets that ask for the same bucket.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=celld
+// +kubebuilder:printcolumn:name="Bucket",type=string,JSONPath=`.spec.bucket`
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.fleetNamespace`
+// +kubebuilder:printcolumn:name="Fleet",type=string,JSONPath=`.spec.fleetName`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CelldStorageReservation struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec of a CelldStorageReservation is immutable: a bucket stays bound to the fleet UID that reserved it"
+	// +required
+	Spec CelldStorageReservationSpec `json:"spec"`
+
+	// +optional
+	Status CelldStorageReservationStatus `json:"status,omitempty"`
+}
+
+// ReservationOwnerKind says what holds the reservation.
+// +kubebuilder:validation:Enum="";FleetPreviews
+type ReservationOwnerKind string
+
+// CelldStorageReservationSpec records what the bucket is bound to.
+type CelldStorageReservationSpec struct {
+	// ownerKind is empty for a fleet's own bucket, FleetPreviews for a preview bucket.
+	// +optional
+	OwnerKind ReservationOwnerKind `json:"ownerKind,omitempty"`
+	// bucket is the reserved bucket.
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Bucket string `json:"bucket"`
+	// prefix is the reserved key prefix, for preview fleets.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+	// endpoint is a custom S3 endpoint, for preview fleets.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// initialReplicas is the fleet's replica count at creation.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +required
+	InitialReplicas int32 `json:"initialReplicas"`
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	FleetNamespace string `json:"fleetNamespace"`
+	// +kubebuilder:validation:MaxLength=40
+	// +required
+	FleetName string `json:"fleetName"`
+	// fleetUID is the only fleet that may use the bucket.
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	FleetUID string `json:"fleetUID"`
+	// specHash is the sha256 of the fleet's creation-time storage-relevant spec.
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	SpecHash string `json:"specHash"`
+}
+
+// CelldStorageReservationStatus holds the retained preview-seed result.
+type CelldStorageReservationStatus struct {
+	// +optional
+	Seed *SeedResult `json:"seed,omitempty"`
+}
+
+// SeedResult is the outcome of a preview seed.
+type SeedResult struct {
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}
+
+// CelldStorageReservationList is a list of reservations.
+//
+// +kubebuilder:object:root=true
+type CelldStorageReservationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CelldStorageReservation `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CelldStorageReservation{}, &CelldStorageReservationList{})
+}

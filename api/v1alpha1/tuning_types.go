@@ -1,0 +1,105 @@
+package v1alpha1
+
+// EnvVar is one CELLD_ variable added to every member: a literal value or a reference to a
+// key of a Secret in the fleet namespace. Secret values never enter the fleet, its status or
+// the operator's logs; Kubernetes resolves the reference when a Pod starts.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.secretKeyRef)",message="spec.env entries need exactly one of value or secretKeyRef; keep one"
+// +kubebuilder:validation:XValidation:rule="!(self.name in ['CELLD_NODE', 'CELLD_ADVERTISE', 'CELLD_BUCKET', 'CELLD_DURABILITY', 'CELLD_ADDR', 'CELLD_INTERNAL_ADDR', 'CELLD_WATCH', 'CELLD_TTL_MS', 'CELLD_SHUTDOWN_TOTAL_MS', 'CELLD_TOKIO_THREADS', 'CELLD_MAX_RESIDENT_CELLS', 'CELLD_IDLE_EVICT_S'])",message="spec.env name is owned by the operator (identity, network, durability, storage and tuning settings); use the dedicated spec field instead"
+// +kubebuilder:validation:XValidation:rule="!['CELLD_REEXEC_', 'CELLD_STRICT_', 'CELLD_OTEL', 'CELLD_EXPORT', 'CELLD_UNSAFE_', 'CELLD_TEST_'].exists(p, self.name.startsWith(p))",message="spec.env name uses a reserved prefix (CELLD_REEXEC_, CELLD_STRICT_, CELLD_OTEL, CELLD_EXPORT, CELLD_UNSAFE_, CELLD_TEST_); use spec.telemetry or spec.export, or another name"
+type EnvVar struct {
+	// name is the variable name, CELLD_ followed by upper-case letters, digits and '_'.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^CELLD_[A-Z][A-Z0-9_]*$`
+	// +required
+	Name string `json:"name"`
+	// value is a literal value of at most 4096 bytes; empty is allowed.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Value *string `json:"value,omitempty"`
+	// secretKeyRef reads the value from a key of a Secret in the fleet namespace.
+	// +optional
+	SecretKeyRef *SecretKeyRef `json:"secretKeyRef,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the fleet namespace.
+type SecretKeyRef struct {
+	// name is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+	// key is the key within the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
+}
+
+// TelemetrySampler is an OpenTelemetry trace sampler name.
+// +kubebuilder:validation:Enum=always_on;always_off;parentbased_always_on;parentbased_always_off;traceidratio;parentbased_traceidratio
+type TelemetrySampler string
+
+// TelemetrySpec enables OTLP export from celld to one collector.
+//
+// +kubebuilder:validation:XValidation:rule="!url(self.collectorURL).getPort().matches('^[0-9]+$') || (int(url(self.collectorURL).getPort()) >= 1 && int(url(self.collectorURL).getPort()) <= 65535)",message="spec.telemetry.collectorURL port must be between 1 and 65535; fix the port"
+// +kubebuilder:validation:XValidation:rule="has(self.sampler) && (self.sampler == 'traceidratio' || self.sampler == 'parentbased_traceidratio') ? has(self.samplerArg) : !has(self.samplerArg)",message="spec.telemetry.samplerArg is required for the ratio samplers (traceidratio, parentbased_traceidratio) and not allowed for the others; set or remove it"
+// +kubebuilder:validation:XValidation:rule="!has(self.egress.cidr) || self.egress.cidr.endsWith('/32') || self.egress.cidr.endsWith('/128')",message="spec.telemetry.egress.cidr must be a single address (/32 or /128); use podLabels to select collector Pods"
+// +kubebuilder:validation:XValidation:rule="!has(self.egress.cidr) || !isIP(url(self.collectorURL).getHostname()) || cidr(self.egress.cidr).ip() == ip(url(self.collectorURL).getHostname())",message="spec.telemetry.egress.cidr must be the collectorURL's address when the URL names an IP; make them match"
+type TelemetrySpec struct {
+	// collectorURL is the OTLP collector, http or https, with no credentials, query or
+	// fragment. The administrator must ensure it resolves to the egress destination.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^/?#@]+(/[^?#]*)?$`
+	// +required
+	CollectorURL string `json:"collectorURL"`
+	// egress adds one TCP rule on the URL's port to one IP (cidr /32 or /128) or to labelled
+	// collector Pods.
+	// +required
+	Egress EgressTarget `json:"egress"`
+	// sampler is the trace sampler.
+	// +optional
+	Sampler TelemetrySampler `json:"sampler,omitempty"`
+	// samplerArg is the sampling ratio, a decimal in [0,1], for the ratio samplers only.
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^(0(\.[0-9]+)?|1(\.0+)?)$`
+	// +optional
+	SamplerArg string `json:"samplerArg,omitempty"`
+	// flushMilliseconds is celld's OTLP flush interval (CELLD_OTEL_FLUSH_MS).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	FlushMilliseconds *int32 `json:"flushMilliseconds,omitempty"`
+	// flushBytes is celld's OTLP flush size (CELLD_OTEL_FLUSH_BYTES).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	FlushBytes *int64 `json:"flushBytes,omitempty"`
+	// headersSecretKeyRef supplies OTEL_EXPORTER_OTLP_HEADERS from a Secret key. Rotate it with
+	// a restart so new Pods read it.
+	// +optional
+	HeadersSecretKeyRef *SecretKeyRef `json:"headersSecretKeyRef,omitempty"`
+}
+
+// EgressTarget is one NetworkPolicy egress destination: an address range, or labelled Pods in
+// the fleet namespace or in namespace.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.cidr) != has(self.podLabels)",message="egress needs exactly one of cidr or podLabels; keep one"
+// +kubebuilder:validation:XValidation:rule="!has(self.namespace) || has(self.podLabels)",message="egress namespace only applies with podLabels; remove namespace or select Pods"
+// +kubebuilder:validation:XValidation:rule="!has(self.cidr) || isCIDR(self.cidr)",message="egress cidr must be a CIDR such as 10.0.0.5/32; fix the address"
+type EgressTarget struct {
+	// cidr is an address range.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	CIDR string `json:"cidr,omitempty"`
+	// podLabels selects destination Pods.
+	// +kubebuilder:validation:MinProperties=1
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	PodLabels map[string]string `json:"podLabels,omitempty"`
+	// namespace is where the podLabels Pods run; the fleet namespace when omitted.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}

@@ -1,0 +1,160 @@
+package v1alpha1_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/api/v1alpha1/corpus"
+)
+
+// verdict describes what Validate says of a case, in the corpus's terms.
+func check(t *testing.T, name string, errs field.ErrorList, message, fieldPath string) {
+	t.Helper()
+	switch {
+	case message == "" && fieldPath == "":
+		if len(errs) > 0 {
+			t.Errorf("%s: Validate refused a valid fleet: %v", name, errs)
+		}
+	case message != "":
+		if !strings.Contains(errs.ToAggregate().Error(), message) {
+			t.Errorf("%s: Validate did not report the admission message %q; got %v", name, message, errs)
+		}
+	default:
+		found := slices.ContainsFunc(errs, func(e *field.Error) bool { return strings.HasPrefix(e.Field, fieldPath) })
+		if !found {
+			t.Errorf("%s: Validate did not refuse field %s; got %v", name, fieldPath, errs)
+		}
+	}
+}
+
+func TestValidateMirrorsEveryCreationRule(t *testing.T) {
+	for _, c := range corpus.Create() {
+		f := corpus.Persistent()
+		c.Mutate(f)
+		f.Default()
+		check(t, c.Name, f.Validate(), c.Message, c.Field)
+	}
+}
+
+func TestValidateUpdateMirrorsEveryTransitionRule(t *testing.T) {
+	for _, c := range corpus.Update() {
+		old := c.Base()
+		old.Default()
+		f := old.DeepCopy()
+		c.Mutate(f)
+		f.Default()
+		check(t, c.Name, f.ValidateUpdate(old), c.Message, "")
+	}
+}
+
+// Every CEL rule of the CRD must have its message among the Go mirror's, and every mirror
+// message must come from a rule: otherwise the two sides have drifted.
+func TestEveryCELMessageHasAGoMirror(t *testing.T) {
+	var cel []string
+	for _, name := range []string{"celld.eric.dev_celldfleets.yaml", "celld.eric.dev_celldstoragereservations.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(data, &crd); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range crd.Spec.Versions {
+			cel = append(cel, celMessages(v.Schema.OpenAPIV3Schema)...)
+		}
+	}
+	src, err := os.ReadFile("messages.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range cel {
+		if !strings.Contains(string(src), strconv.Quote(m)) {
+			t.Errorf("CEL rule message has no Go mirror constant: %q", m)
+		}
+	}
+	slices.Sort(cel)
+	cel = slices.Compact(cel) // shared types (egress, routing source) carry their rules to every use
+	if n := strings.Count(string(src), " = \""); n != len(cel) {
+		t.Errorf("messages.go has %d messages but the CRDs have %d distinct CEL rule messages", n, len(cel))
+	}
+}
+
+// celMessages walks a schema and returns the message of every x-kubernetes-validations rule.
+func celMessages(s *apiextensionsv1.JSONSchemaProps) []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range s.XValidations {
+		out = append(out, r.Message)
+	}
+	for _, p := range s.Properties {
+		out = append(out, celMessages(&p)...)
+	}
+	if s.Items != nil {
+		out = append(out, celMessages(s.Items.Schema)...)
+	}
+	if s.AdditionalProperties != nil {
+		out = append(out, celMessages(s.AdditionalProperties.Schema)...)
+	}
+	return out
+}
+
+func TestSamplesAreValid(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
+	if err != nil || len(files) < 12 {
+		t.Fatalf("want the 12 samples, found %d (%v)", len(files), err)
+	}
+	for _, file := range files {
+		for _, f := range ReadSampleFleets(t, file) {
+			f.Default()
+			if errs := f.Validate(); len(errs) > 0 {
+				t.Errorf("%s: sample fleet %s is invalid: %v", file, f.Name, errs)
+			}
+		}
+	}
+}
+
+func TestDefaultMatchesTheCRDDefaults(t *testing.T) {
+	f := corpus.Persistent()
+	f.Default()
+	s := f.Spec
+	if *s.Replicas != 3 || s.Storage.SizeGiB != 10 || s.Placement.Mode != v1.PlacementStrict ||
+		s.BucketWorkload != v1.BucketWorkloadDeployment || s.Lifecycle.ShutdownSeconds != 20 ||
+		s.Lifecycle.TerminationGraceSeconds != 30 || s.Execution.CPURequest.String() != "250m" ||
+		s.Execution.MemoryRequest.String() != "512Mi" || s.Execution.MemoryLimit.String() != "1Gi" {
+		t.Fatalf("defaults drifted from the CRD: %+v", s)
+	}
+}
+
+// ReadSampleFleets returns the CelldFleets of a multi-document sample file.
+func ReadSampleFleets(t testing.TB, file string) []*v1.CelldFleet {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*v1.CelldFleet
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil || meta.Kind != "CelldFleet" {
+			continue
+		}
+		var f v1.CelldFleet
+		if err := yaml.UnmarshalStrict([]byte(doc), &f); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		out = append(out, &f)
+	}
+	return out
+}
