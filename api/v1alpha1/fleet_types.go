@@ -93,7 +93,7 @@ type CelldFleetList struct {
 // +kubebuilder:validation:XValidation:rule="self.replicas >= self.placement.azCount",message="spec.replicas must be at least spec.placement.azCount so every zone has a member; raise replicas or create the fleet with fewer zones"
 // +kubebuilder:validation:XValidation:rule="self.placement.zones.all(z, z.size() == self.storage.region.size() + 1 && z.startsWith(self.storage.region))",message="spec.placement.zones must be availability zones of spec.storage.region (the region name plus one letter, e.g. us-east-1a); fix the zone list or the region"
 // +kubebuilder:validation:XValidation:rule="self.profile == 'Bucket' || self.bucketWorkload != 'Ordered'",message="spec.bucketWorkload Ordered requires profile Bucket; remove bucketWorkload for a PersistentFleet"
-// +kubebuilder:validation:XValidation:rule="self.profile != 'PersistentFleet' || (has(self.storage.storageClassName) && self.storage.storageClassName != ”)",message="spec.storage.storageClassName is required for profile PersistentFleet; name a StorageClass with WaitForFirstConsumer binding and reclaim policy Delete"
+// +kubebuilder:validation:XValidation:rule="self.profile != 'PersistentFleet' || (has(self.storage.storageClassName) && size(self.storage.storageClassName) > 0)",message="spec.storage.storageClassName is required for profile PersistentFleet; name a StorageClass with WaitForFirstConsumer binding and reclaim policy Delete"
 // +kubebuilder:validation:XValidation:rule="self.profile != 'Bucket' || !has(self.storage.storageClassName)",message="spec.storage.storageClassName is not used by profile Bucket, whose disks are temporary; remove it"
 // +kubebuilder:validation:XValidation:rule="self.profile == 'Bucket' || !(has(self.storage.prefix) || has(self.storage.previewFleetRef) || has(self.storage.endpoint) || has(self.storage.scratch))",message="spec.storage.prefix, previewFleetRef, endpoint and scratch are preview-fleet fields and require profile Bucket; remove them"
 // +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity.minReplicas >= self.placement.azCount",message="spec.capacity.minReplicas must be at least spec.placement.azCount so every zone keeps a member; raise minReplicas"
@@ -159,7 +159,7 @@ type CelldFleetSpec struct {
 	Execution *ExecutionSpec `json:"execution,omitempty"`
 
 	// lifecycle sets celld's shutdown budget and the Pods' termination grace.
-	// +kubebuilder:default={}
+	// +kubebuilder:default={shutdownSeconds: 20, terminationGraceSeconds: 30}
 	// +optional
 	Lifecycle *LifecycleSpec `json:"lifecycle,omitempty"`
 
@@ -226,7 +226,6 @@ type StorageSpec struct {
 	Bucket string `json:"bucket"`
 
 	// region is the bucket's AWS region, for example us-east-1.
-	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+$`
 	// +required
 	Region string `json:"region"`

@@ -45,7 +45,6 @@ const (
 	MsgEnvValueSource               = "spec.env entries need exactly one of value or secretKeyRef; keep one"
 	MsgEnvOperatorOwned             = "spec.env name is owned by the operator (identity, network, durability, storage and tuning settings); use the dedicated spec field instead"
 	MsgEnvReservedPrefix            = "spec.env name uses a reserved prefix (CELLD_REEXEC_, CELLD_STRICT_, CELLD_OTEL, CELLD_EXPORT, CELLD_UNSAFE_, CELLD_TEST_); use spec.telemetry or spec.export, or another name"
-	MsgTelemetryPort                = "spec.telemetry.collectorURL port must be between 1 and 65535; fix the port"
 	MsgSamplerArg                   = "spec.telemetry.samplerArg is required for the ratio samplers (traceidratio, parentbased_traceidratio) and not allowed for the others; set or remove it"
 	MsgTelemetryCIDRSingle          = "spec.telemetry.egress.cidr must be a single address (/32 or /128); use podLabels to select collector Pods"
 	MsgTelemetryCIDRHost            = "spec.telemetry.egress.cidr must be the collectorURL's address when the URL names an IP; make them match"

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "k8s.io/apimachinery/pkg/api/resource"
+
 // FleetPreviewsSpec configures preview fleets generated from this fleet: cheap, isolated
 // Bucket fleets on a separate preview bucket. This release accepts and validates the shape;
 // preview fleets are not generated yet.
@@ -26,7 +28,7 @@ type FleetPreviewsSpec struct {
 	Routing *PreviewRouting `json:"routing,omitempty"`
 	// execution overrides the preview fleets' resources.
 	// +optional
-	Execution *ExecutionSpec `json:"execution,omitempty"`
+	Execution *PreviewExecution `json:"execution,omitempty"`
 	// scratch sizes the preview fleets' disk-backed emptyDir.
 	// +optional
 	Scratch *ScratchSpec `json:"scratch,omitempty"`
@@ -64,4 +66,15 @@ type PreviewRouting struct {
 	Gateway *GatewayRouting `json:"gateway,omitempty"`
 	// +optional
 	Ingress *IngressRouting `json:"ingress,omitempty"`
+}
+
+// PreviewExecution sets preview fleets' resources; limits are checked when a preview fleet is
+// generated, against the generated fleet's own admission rules.
+type PreviewExecution struct {
+	// +optional
+	CPURequest *resource.Quantity `json:"cpuRequest,omitempty"`
+	// +optional
+	MemoryRequest *resource.Quantity `json:"memoryRequest,omitempty"`
+	// +optional
+	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 }

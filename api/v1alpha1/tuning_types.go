@@ -44,15 +44,14 @@ type TelemetrySampler string
 
 // TelemetrySpec enables OTLP export from celld to one collector.
 //
-// +kubebuilder:validation:XValidation:rule="!url(self.collectorURL).getPort().matches('^[0-9]+$') || (int(url(self.collectorURL).getPort()) >= 1 && int(url(self.collectorURL).getPort()) <= 65535)",message="spec.telemetry.collectorURL port must be between 1 and 65535; fix the port"
 // +kubebuilder:validation:XValidation:rule="has(self.sampler) && (self.sampler == 'traceidratio' || self.sampler == 'parentbased_traceidratio') ? has(self.samplerArg) : !has(self.samplerArg)",message="spec.telemetry.samplerArg is required for the ratio samplers (traceidratio, parentbased_traceidratio) and not allowed for the others; set or remove it"
 // +kubebuilder:validation:XValidation:rule="!has(self.egress.cidr) || self.egress.cidr.endsWith('/32') || self.egress.cidr.endsWith('/128')",message="spec.telemetry.egress.cidr must be a single address (/32 or /128); use podLabels to select collector Pods"
-// +kubebuilder:validation:XValidation:rule="!has(self.egress.cidr) || !isIP(url(self.collectorURL).getHostname()) || cidr(self.egress.cidr).ip() == ip(url(self.collectorURL).getHostname())",message="spec.telemetry.egress.cidr must be the collectorURL's address when the URL names an IP; make them match"
+// +kubebuilder:validation:XValidation:rule="!has(self.egress.cidr) || !self.collectorURL.substring(self.collectorURL.indexOf('://') + 3).matches('^([0-9]+[.][0-9]+[.][0-9]+[.][0-9]+([:/]|$)|[[])') || self.collectorURL.substring(self.collectorURL.indexOf('://') + 3) == self.egress.cidr.split('/')[0] || self.collectorURL.substring(self.collectorURL.indexOf('://') + 3).startsWith(self.egress.cidr.split('/')[0] + ':') || self.collectorURL.substring(self.collectorURL.indexOf('://') + 3).startsWith(self.egress.cidr.split('/')[0] + '/') || self.collectorURL.substring(self.collectorURL.indexOf('://') + 3).startsWith('[' + self.egress.cidr.split('/')[0] + ']')",message="spec.telemetry.egress.cidr must be the collectorURL's address when the URL names an IP; make them match"
 type TelemetrySpec struct {
 	// collectorURL is the OTLP collector, http or https, with no credentials, query or
-	// fragment. The administrator must ensure it resolves to the egress destination.
-	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:Pattern=`^https?://[^/?#@]+(/[^?#]*)?$`
+	// fragment, and a port (if any) from 1 to 65535. The administrator must ensure it resolves to the egress destination.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^https?://(\[[0-9a-fA-F:.]+\]|[^/?#@:\[\]]+)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[^?#]*)?$`
 	// +required
 	CollectorURL string `json:"collectorURL"`
 	// egress adds one TCP rule on the URL's port to one IP (cidr /32 or /128) or to labelled

@@ -331,12 +331,12 @@ func (r *SecretKeyRef) validate(p *field.Path) field.ErrorList {
 func (t *TelemetrySpec) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	u, err := url.Parse(t.CollectorURL)
-	if len(t.CollectorURL) > 2048 || !reURL.MatchString(t.CollectorURL) || err != nil {
+	if len(t.CollectorURL) > 512 || !reURL.MatchString(t.CollectorURL) || err != nil {
 		return append(errs, field.Invalid(p.Child("collectorURL"), t.CollectorURL, "spec.telemetry.collectorURL must be http(s)://HOST[:PORT][/PATH] with no credentials, query or fragment"))
 	}
 	if port := u.Port(); port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			errs = append(errs, field.Invalid(p.Child("collectorURL"), t.CollectorURL, MsgTelemetryPort))
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || port[0] == '0' {
+			errs = append(errs, field.Invalid(p.Child("collectorURL"), t.CollectorURL, "spec.telemetry.collectorURL port must be between 1 and 65535"))
 		}
 	}
 	ratio := t.Sampler == "traceidratio" || t.Sampler == "parentbased_traceidratio"
@@ -619,9 +619,6 @@ func (v *FleetPreviewsSpec) validate(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("routing"), "", MsgPreviewRoutingMode))
 		}
 		errs = append(errs, r.Source.validate(p.Child("routing", "source"))...)
-	}
-	if v.Execution != nil {
-		errs = append(errs, v.Execution.validate(p.Child("execution"))...)
 	}
 	return errs
 }

@@ -168,7 +168,7 @@ func Create() []Case {
 			t := telemetry()
 			t.CollectorURL = "http://otel:70000"
 			f.Spec.Telemetry = t
-		}, Message: v1.MsgTelemetryPort},
+		}, Field: "spec.telemetry.collectorURL"},
 		{Name: "ratio sampler without arg", Mutate: func(f *v1.CelldFleet) {
 			t := telemetry()
 			t.Sampler = "traceidratio"
