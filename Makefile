@@ -1,0 +1,119 @@
+# celld-operator. The two commands a new machine needs:
+#   make run    start a local cluster, the operator and a sample fleet (Ctrl-C stops all)
+#   make test   every test: generated-file checks, unit, API, e2e and short fuzzing
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+VERSION ?= 0.1.0
+# Image names carry no registry: set IMG (and BUNDLE_IMG) to your registry's path.
+IMG ?= celld-operator:$(VERSION)
+BUNDLE_IMG ?= celld-operator-bundle:$(VERSION)
+BUILDER_IMAGE ?=
+RUNTIME_IMAGE ?=
+CHANNELS ?= candidate,stable
+DEFAULT_CHANNEL ?= stable
+
+BIN := $(CURDIR)/bin
+export KUBEBUILDER_ASSETS := $(BIN)
+CONTROLLER_GEN := $(BIN)/controller-gen
+GINKGO := $(BIN)/ginkgo
+K8S_BINARIES := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl $(BIN)/kwok
+FUZZTIME ?= 10s
+E2E_PROCS ?= 2
+E2E_TIMEOUT ?= 25m
+
+##@ Main
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: tools build ## Run the operator on a local cluster with a sample PersistentFleet (Ctrl-C stops everything).
+	go build -o $(BIN)/localcluster ./tests/localcluster/cmd/localcluster
+	BIN=$(BIN) tests/run.sh
+
+.PHONY: test
+test: tools verify test-unit test-api test-e2e test-fuzz ## Run every test (builds the pinned Kubernetes binaries on first use).
+
+##@ Tests
+
+.PHONY: test-unit
+test-unit: tools ## Unit tests, chart goldens and server-side apply tests (envtest).
+	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... .
+
+.PHONY: test-api
+test-api: tools ## CRD admission, SSA ownership and subresources against a real kube-apiserver.
+	go test -count=1 ./tests/api/...
+
+.PHONY: test-e2e
+test-e2e: tools $(GINKGO) build ## Ginkgo e2e suites on the local cluster (parallel namespaces of one cluster).
+	$(GINKGO) -p --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./tests/e2e
+
+.PHONY: test-fuzz
+test-fuzz: ## Short, bounded fuzzing of the /state parser (FUZZTIME=10m for longer runs).
+	go test -run='^$$' -fuzz='^FuzzValidObject$$' -fuzztime=$(FUZZTIME) ./controllers/celld
+	go test -run='^$$' -fuzz='^FuzzDecodeState$$' -fuzztime=$(FUZZTIME) ./controllers/celld
+
+.PHONY: bench
+bench: ## Benchmarks of the pure packages (numbers go to docs/performance.md).
+	go test -run='^$$' -bench=. -benchmem ./api/... ./controllers/...
+
+.PHONY: test-scale
+test-scale: tools $(GINKGO) build ## Long scale and soak runs, not part of make test.
+	E2E_LABEL_FILTER=scale $(GINKGO) --label-filter=scale --timeout=90m ./tests/e2e
+
+##@ Build and generate
+
+.PHONY: build
+build: ## Build the operator binary into bin/manager.
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager .
+
+.PHONY: tools
+tools: $(K8S_BINARIES) $(CONTROLLER_GEN) ## Build etcd, the Kubernetes binaries and kwok once (cached per user, linked into bin/).
+
+$(K8S_BINARIES) &:
+	tests/tools/install.sh $(BIN)
+
+$(CONTROLLER_GEN): go.mod
+	go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(GINKGO): go.mod
+	go build -o $@ github.com/onsi/ginkgo/v2/ginkgo
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object paths=./api/...
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs (config/crd/bases, install chart) and docs/fleet-api.md.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./tests/tools/apidocs
+	@if [ -d helm-charts/celld-operator/crds ]; then cp config/crd/bases/*.yaml helm-charts/celld-operator/crds/; fi
+
+.PHONY: verify
+verify: generate manifests ## Fail when generated files are stale, code is not gofmt'ed or go vet complains.
+	@stale=$$(git status --porcelain -- api config/crd helm-charts/celld-operator/crds docs/fleet-api.md); \
+	if [ -n "$$stale" ]; then echo "generated files are stale; run make generate manifests and commit:"; echo "$$stale"; git --no-pager diff --stat -- api config/crd helm-charts/celld-operator/crds docs/fleet-api.md; exit 1; fi
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	go vet ./...
+
+##@ Distribution
+
+.PHONY: bundle
+bundle: manifests ## Generate the OLM bundle (operator-sdk when on PATH, else the Go generator).
+	go run ./tests/tools/bundlegen --version $(VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMG) --out bundle
+	@if command -v operator-sdk >/dev/null; then operator-sdk bundle validate ./bundle --select-optional suite=operatorframework; fi
+
+.PHONY: docker-build
+docker-build: ## Build the operator image (needs Docker; set BUILDER_IMAGE and RUNTIME_IMAGE).
+	docker build --build-arg BUILDER_IMAGE=$(BUILDER_IMAGE) --build-arg RUNTIME_IMAGE=$(RUNTIME_IMAGE) --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image (needs Docker).
+	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+.PHONY: clean
+clean: ## Remove build outputs (the per-user binary cache stays).
+	rm -rf $(BIN)/manager $(BIN)/localcluster $(BIN)/ginkgo .localcluster

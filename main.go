@@ -1,0 +1,164 @@
+// Command manager runs celld-operator: the CelldFleet reconciler (Go, workload lifecycle,
+// reservations, self-healing), the Helm half that renders each fleet's static children from
+// an embedded chart, and the leader-only /state observer.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/fleet"
+)
+
+// version is set at link time (-X main.version=...).
+var version = "dev"
+
+// minReplacementDelay is the smallest --member-replacement-delay accepted: a shorter delay
+// would replace members that are only restarting, and Kubernetes alone needs about six
+// minutes to force-detach a volume from a lost node.
+const minReplacementDelay = time.Minute
+
+type options struct {
+	metricsAddr, probeAddr       string
+	leaderElect, showVersion     bool
+	watchesFile                  string
+	storageProvisioners          string
+	fleet                        fleet.Options
+	allowShortReplacementDelay   bool
+	zap                          zap.Options
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "celld-operator:", err)
+		os.Exit(1)
+	}
+}
+
+// parseFlags reads the command line; it returns an error for a value the operator refuses.
+func parseFlags(args []string) (*options, error) {
+	o := &options{fleet: fleet.DefaultOptions()}
+	fs := flag.NewFlagSet("celld-operator", flag.ContinueOnError)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (\":8084\"); \"0\" disables it")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8082", "address of /healthz and /readyz")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect one active operator replica through a Lease in --operator-namespace")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	fs.StringVar(&o.watchesFile, "watches-file", "", "watches.yaml mapping GVKs to charts; empty uses the embedded file")
+	fs.BoolVar(&o.fleet.NetworkPolicyEnforced, "network-policy-enforced", false, "administrator attestation that the cluster's CNI enforces NetworkPolicy; fleets are not provisioned without it")
+	fs.DurationVar(&o.fleet.MemberReplacementDelay, "member-replacement-delay", o.fleet.MemberReplacementDelay, "how long a lone down member waits before it is replaced on a fresh disk (minimum 1m)")
+	fs.StringVar(&o.fleet.OperatorServiceAccount, "operator-service-account", o.fleet.OperatorServiceAccount, "the operator's ServiceAccount, admitted to members' peer port by the mesh policy")
+	fs.StringVar(&o.fleet.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", o.fleet.OperatorNamespace), "the operator's namespace: NetworkPolicy peer and leader-election namespace")
+	fs.StringVar(&o.storageProvisioners, "storage-provisioners", strings.Join(o.fleet.StorageProvisioners, ","), "comma-separated CSI provisioners accepted for PersistentFleet StorageClasses")
+	// Test timers: e2e shortens the seed's windows so scenarios run in minutes. Never change
+	// them in production.
+	fs.DurationVar(&o.fleet.AbsorbWindow, "absorb-window", o.fleet.AbsorbWindow, "how long every other member must have been ready before a lone down member is replaced (testing only)")
+	fs.DurationVar(&o.fleet.TerminationMargin, "termination-margin", o.fleet.TerminationMargin, "how long past its grace a terminating member is force-deleted (testing only)")
+	fs.DurationVar(&o.fleet.RequeuePeriod, "requeue-period", o.fleet.RequeuePeriod, "how often a fleet is re-examined without events")
+	fs.BoolVar(&o.allowShortReplacementDelay, "unsafe-allow-short-replacement-delay", false, "accept --member-replacement-delay below 1m (e2e only)")
+	o.zap = zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if o.fleet.MemberReplacementDelay < minReplacementDelay && !o.allowShortReplacementDelay {
+		return nil, fmt.Errorf("--member-replacement-delay=%s is below the minimum of %s: a shorter delay replaces members that are only restarting; use at least 1m", o.fleet.MemberReplacementDelay, minReplacementDelay)
+	}
+	o.fleet.StorageProvisioners = splitList(o.storageProvisioners)
+	if len(o.fleet.StorageProvisioners) == 0 {
+		return nil, errors.New("--storage-provisioners must name at least one CSI provisioner")
+	}
+	return o, nil
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if o.showVersion {
+		fmt.Println(version)
+		return nil
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("setup")
+
+	watches, err := loadWatches(o.watchesFile)
+	if err != nil {
+		return err
+	}
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cacheOpts := cache.Options{}
+	if ns := splitList(os.Getenv("WATCH_NAMESPACE")); len(ns) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, n := range ns {
+			cacheOpts.DefaultNamespaces[n] = cache.Config{}
+		}
+		log.Info("watching namespaces", "namespaces", ns)
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              "celld-operator.celld.eric.dev",
+		LeaderElectionNamespace:       o.fleet.OperatorNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := fleet.Setup(mgr, o.fleet, watches); err != nil {
+		return fmt.Errorf("set up the fleet controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("starting celld-operator", "version", version, "networkPolicyEnforced", o.fleet.NetworkPolicyEnforced,
+		"memberReplacementDelay", o.fleet.MemberReplacementDelay.String(), "operatorNamespace", o.fleet.OperatorNamespace)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if p := strings.TrimSpace(part); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
