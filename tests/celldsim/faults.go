@@ -32,6 +32,47 @@ import (
 //	bad-deployment          generation 0, empty version, a cell ahead of the generation
 //	invalid-utf8            invalid bytes inside a string value
 func (p *proc) serveState(w http.ResponseWriter, r *http.Request, doc map[string]any, mode string) {
+	body := encode(doc, "", mutateDocument(doc, mode))
+	for _, m := range strings.Split(mode, ",") {
+		name, arg, _ := strings.Cut(strings.TrimSpace(m), ":")
+		ms, _ := strconv.Atoi(arg)
+		switch name {
+		case "slow":
+			if !sleepCtx(r, time.Duration(ms)*time.Millisecond) {
+				return
+			}
+		case "hang":
+			<-r.Context().Done()
+			return
+		case "reset":
+			resetConn(w)
+			return
+		case "status":
+			writeStatus(w, arg)
+			return
+		case "malformed":
+			body = body[:len(body)/2]
+		case "trailing":
+			body = append(body, []byte("{}")...)
+		case "array":
+			body = append(append([]byte("["), body...), ']')
+		case "null":
+			if arg == "" {
+				body = []byte("null")
+			}
+		case "scalar":
+			body = []byte("42")
+		case "slow-body":
+			slowBody(w, r, body, time.Duration(ms)*time.Millisecond)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// mutateDocument applies the field-level modes to doc and returns the dotted path of a key to
+// duplicate ("" for none).
+func mutateDocument(doc map[string]any, mode string) string {
 	var dup string
 	for _, m := range strings.Split(mode, ",") {
 		name, arg, _ := strings.Cut(strings.TrimSpace(m), ":")
@@ -67,59 +108,33 @@ func (p *proc) serveState(w http.ResponseWriter, r *http.Request, doc map[string
 			}
 		}
 	}
-	body := encode(doc, "", dup)
-	for _, m := range strings.Split(mode, ",") {
-		name, arg, _ := strings.Cut(strings.TrimSpace(m), ":")
-		ms, _ := strconv.Atoi(arg)
-		switch name {
-		case "slow":
-			if !sleepCtx(r, time.Duration(ms)*time.Millisecond) {
-				return
-			}
-		case "hang":
-			<-r.Context().Done()
-			return
-		case "reset":
-			resetConn(w)
-			return
-		case "status":
-			code, _ := strconv.Atoi(arg)
-			if code == http.StatusTemporaryRedirect {
-				w.Header().Set("Location", "http://127.0.0.1:1/state")
-			}
-			msg := []byte(`{"error":"simulated"}`)
-			if code == http.StatusServiceUnavailable {
-				msg = []byte("predecessor recovery in progress")
-			}
-			writeJSON(w, code, msg)
-			return
-		case "malformed":
-			body = body[:len(body)/2]
-		case "trailing":
-			body = append(body, []byte("{}")...)
-		case "array":
-			body = append(append([]byte("["), body...), ']')
-		case "null":
-			if arg == "" {
-				body = []byte("null")
-			}
-		case "scalar":
-			body = []byte("42")
-		case "slow-body":
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-			w.WriteHeader(http.StatusOK)
-			_, _ = w.Write(body[:len(body)/2])
-			if f, ok := w.(http.Flusher); ok {
-				f.Flush()
-			}
-			if sleepCtx(r, time.Duration(ms)*time.Millisecond) {
-				_, _ = w.Write(body[len(body)/2:])
-			}
-			return
-		}
+	return dup
+}
+
+func writeStatus(w http.ResponseWriter, arg string) {
+	code, _ := strconv.Atoi(arg)
+	if code == http.StatusTemporaryRedirect {
+		w.Header().Set("Location", "http://127.0.0.1:1/state")
 	}
-	writeJSON(w, http.StatusOK, body)
+	msg := []byte(`{"error":"simulated"}`)
+	if code == http.StatusServiceUnavailable {
+		msg = []byte("predecessor recovery in progress")
+	}
+	writeJSON(w, code, msg)
+}
+
+// slowBody sends the headers and half the body, stalls, then sends the rest.
+func slowBody(w http.ResponseWriter, r *http.Request, body []byte, d time.Duration) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body[:len(body)/2])
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	if sleepCtx(r, d) {
+		_, _ = w.Write(body[len(body)/2:])
+	}
 }
 
 // rawString is written into the JSON as is, so it can carry invalid UTF-8.
