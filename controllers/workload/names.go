@@ -1,0 +1,130 @@
+package workload
+
+import (
+	"strconv"
+	"strings"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// Names and numbers of the member contract (celld-runtime.md §4). Changing any of them changes
+// every fleet's template and rolls every fleet, so they are constants, not options.
+const (
+	// ContainerName is the one container of a member Pod.
+	ContainerName = "celld"
+	// ClaimTemplateName names the PersistentFleet claim template and, for Bucket, the emptyDir
+	// that takes its place; claims are named ClaimTemplateName-FLEET-N by the StatefulSet.
+	ClaimTemplateName = "data"
+	// DataPath is celld's data directory (CELLD_WATCH), on the claim or the emptyDir.
+	DataPath = "/work"
+
+	// ApplicationPort serves the application; PeerPort serves peers and the operator.
+	ApplicationPort     int32 = 8080
+	PeerPort            int32 = 8081
+	ApplicationPortName       = "application"
+	PeerPortName              = "peer"
+
+	// HealthPath is celld's readiness endpoint: 200 only after recovery and, for a new node,
+	// after the fleet has absorbed the change, so readiness paces every rollout.
+	HealthPath = "/.well-known/celld/health"
+
+	// Labels every rendered object and member Pod carries besides the fleet UID label.
+	LabelAppName      = "app.kubernetes.io/name"
+	LabelAppInstance  = "app.kubernetes.io/instance"
+	LabelAppManagedBy = "app.kubernetes.io/managed-by"
+	AppName           = "celld"
+	ManagedBy         = "celld-operator"
+
+	// Istio keys on the Pod template (reference-operator.md §1.14). They are Istio's, not ours,
+	// so they live here rather than in the API package.
+	LabelIstioInject               = "sidecar.istio.io/inject"
+	AnnotationIstioNativeSidecar   = "sidecar.istio.io/nativeSidecar"
+	AnnotationIstioExcludeOutbound = "traffic.sidecar.istio.io/excludeOutboundIPRanges"
+)
+
+const (
+	// eksPodIdentityAgent is the EKS Pod Identity agent, which must be reached around the
+	// sidecar: the proxy would otherwise intercept the members' AWS credential requests.
+	eksPodIdentityAgent = "169.254.170.23/32"
+
+	peersServiceSuffix = "-peers"
+	memberSeparator    = "-"
+	claimPrefix        = ClaimTemplateName + memberSeparator
+	// maxOrdinalDigits only bounds parsing (replicas are at most 100) so int32 cannot overflow.
+	maxOrdinalDigits = 9
+
+	exportVolume = "export-kafka"
+	exportPath   = "/etc/celld/export"
+	tmpVolume    = "tmp"
+	tmpPath      = "/tmp"
+
+	// runtimeUser is the non-root user, group and fsGroup celld runs as.
+	runtimeUser int64 = 10001
+)
+
+// Selector selects a fleet's Pods: the fleet UID only, so a fleet recreated under the same name
+// never adopts its predecessor's Pods or claims. It is the immutable workload selector.
+func Selector(f *v1.CelldFleet) map[string]string {
+	return map[string]string{v1.LabelFleetUID: string(f.UID)}
+}
+
+// Labels are the labels of every rendered workload object: the fleet UID label (selector and
+// proof of ownership) and the app.kubernetes.io labels. Member Pods add the mesh labels.
+func Labels(f *v1.CelldFleet) map[string]string {
+	return map[string]string{
+		v1.LabelFleetUID:  string(f.UID),
+		LabelAppName:      AppName,
+		LabelAppInstance:  f.Name,
+		LabelAppManagedBy: ManagedBy,
+	}
+}
+
+// PeersService is the headless Service that gives PersistentFleet members stable DNS names.
+func PeersService(fleet string) string { return fleet + peersServiceSuffix }
+
+// MemberName is the Pod name of ordinal n: "FLEET-N".
+func MemberName(fleet string, n int32) string {
+	return fleet + memberSeparator + strconv.FormatInt(int64(n), 10)
+}
+
+// ClaimName is the claim the StatefulSet creates for ordinal n: "data-FLEET-N".
+func ClaimName(fleet string, n int32) string { return claimPrefix + MemberName(fleet, n) }
+
+// Ordinal parses the ordinal of a member Pod name of fleet. It refuses names of other fleets
+// that share the prefix ("f-x-1" is not a member of "f"), signs, leading zeros and overflow, so
+// a name it accepts is exactly MemberName(fleet, n).
+func Ordinal(fleet, pod string) (int32, bool) {
+	rest, ok := strings.CutPrefix(pod, fleet+memberSeparator)
+	if !ok || rest == "" || len(rest) > maxOrdinalDigits || (len(rest) > 1 && rest[0] == '0') {
+		return 0, false
+	}
+	var n int32
+	for _, c := range []byte(rest) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int32(c-'0')
+	}
+	return n, true
+}
+
+// ClaimOrdinal parses the ordinal of a member claim name of fleet ("data-FLEET-N").
+func ClaimOrdinal(fleet, claim string) (int32, bool) {
+	pod, ok := strings.CutPrefix(claim, claimPrefix)
+	if !ok {
+		return 0, false
+	}
+	return Ordinal(fleet, pod)
+}
+
+// OrderedZone is the zone of ordinal n of an Ordered Bucket fleet: zones[n % len(zones)], in
+// spec order (zones are fixed at creation, so an ordinal keeps its zone for the fleet's life).
+// The reconciler writes it as the member's zone nodeSelector and then removes the scheduling
+// gate. It returns "" for a negative ordinal or an empty zone list.
+func OrderedZone(f *v1.CelldFleet, n int32) string {
+	z := f.Spec.Placement.Zones
+	if n < 0 || len(z) == 0 {
+		return ""
+	}
+	return z[int(n)%len(z)]
+}
