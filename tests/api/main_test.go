@@ -52,6 +52,7 @@ func run(m *testing.M) int {
 	}
 	restCfg, err = env.Start()
 	if err != nil {
+		_ = env.Stop() // Start may fail after etcd and the API server are running
 		fmt.Fprintf(os.Stderr, "start kube-apiserver: %v\n", err)
 		return 1
 	}
