@@ -1,0 +1,240 @@
+package children
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+var testRenderer = func() *Renderer {
+	r, err := NewFleetRenderer()
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
+// converge renders and applies once, failing the test on any error.
+func converge(t *testing.T, c client.Client, f *v1.CelldFleet, facts OperatorFacts) Result {
+	t.Helper()
+	res, err := apply(t, c, f, facts)
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	return res
+}
+
+func apply(t *testing.T, c client.Client, f *v1.CelldFleet, facts OperatorFacts) (Result, error) {
+	t.Helper()
+	objs, err := testRenderer.Render(f, facts)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return (&Applier{}).Apply(context.Background(), c, f, objs)
+}
+
+func live(t *testing.T, c client.Client, gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := getLive(context.Background(), c, gvk, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func mustExist(t *testing.T, c client.Client, gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := live(t, c, gvk, ns, name)
+	if u == nil {
+		t.Fatalf("%s %s/%s does not exist", gvk.Kind, ns, name)
+	}
+	return u
+}
+
+func gone(c client.Client, gvk schema.GroupVersionKind, ns, name string) func() (bool, error) {
+	return func() (bool, error) {
+		u, err := getLive(context.Background(), c, gvk, ns, name)
+		return u == nil, err
+	}
+}
+
+// setFinalizer adds or removes a finalizer the way a route controller would, so a deletion
+// waits for it.
+func setFinalizer(t *testing.T, c client.Client, gvk schema.GroupVersionKind, ns, name string, on bool) {
+	t.Helper()
+	u := mustExist(t, c, gvk, ns, name)
+	if on {
+		u.SetFinalizers([]string{"example.com/route-cleanup"})
+	} else {
+		u.SetFinalizers(nil)
+	}
+	if err := c.Update(context.Background(), u, client.FieldOwner("route-controller")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestApplyCreatesEveryChildLabelledWithOneFieldManagerAndASettledFleetWritesNothing(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := fleetIn(t, "routing-gateway", ns)
+	f.Spec.Mesh = &v1.MeshSpec{Istio: &v1.IstioMeshSpec{ControlPlaneNamespace: "istio-system", ApplicationAccess: v1.ApplicationAccessAllowAll}}
+	facts := testFacts()
+
+	res := converge(t, c, f, facts)
+	want := []string{"NetworkPolicy/" + f.Name, "PodDisruptionBudget/" + f.Name, "Service/" + f.Name, "Service/" + f.Name + "-peers",
+		"AuthorizationPolicy/" + f.Name + "-mesh", "NetworkPolicy/" + f.Name + "-routing", "HTTPRoute/" + f.Name + "-routing"}
+	for _, w := range want {
+		if !slices.Contains(res.Applied, w) {
+			t.Errorf("first apply did not create %s (applied %v)", w, res.Applied)
+		}
+	}
+	for _, w := range want {
+		kind, name, _ := strings.Cut(w, "/")
+		gvk := map[string]schema.GroupVersionKind{"NetworkPolicy": gvkNetworkPolicy, "PodDisruptionBudget": gvkPDB, "Service": gvkService,
+			"AuthorizationPolicy": gvkAuthorizationPolicy, "HTTPRoute": gvkHTTPRoute}[kind]
+		u := mustExist(t, c, gvk, ns, name)
+		if u.GetLabels()[v1.LabelFleetUID] != string(f.UID) {
+			t.Errorf("%s lacks the fleet UID label: %v", w, u.GetLabels())
+		}
+		if len(u.GetManagedFields()) == 0 {
+			t.Errorf("%s has no managed fields", w)
+		}
+		for _, m := range u.GetManagedFields() {
+			if m.Manager != FieldOwner || m.Operation != metav1.ManagedFieldsOperationApply {
+				t.Errorf("%s has field manager %s (%s); every child must be written only by server-side apply as %s", w, m.Manager, m.Operation, FieldOwner)
+			}
+		}
+	}
+
+	counting := &countingClient{Client: c}
+	res = converge(t, counting, f, facts)
+	if n := counting.writes.Load(); n != 0 || res.Writes() != 0 {
+		t.Fatalf("a settled fleet performed %d API writes (result %+v); it must perform none", n, res)
+	}
+	if res.Unchanged != len(want) {
+		t.Errorf("unchanged = %d, want %d", res.Unchanged, len(want))
+	}
+
+	// A hand edit is drift: the hash still matches, the fields do not, so it is converged.
+	np := mustExist(t, c, gvkNetworkPolicy, ns, f.Name)
+	if err := unstructured.SetNestedSlice(np.Object, []any{}, "spec", "egress"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Update(context.Background(), np, client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	res = converge(t, c, f, facts)
+	if !slices.Equal(res.Applied, []string{"NetworkPolicy/" + f.Name}) {
+		t.Fatalf("after a hand edit of the policy, applied %v; want only the policy", res.Applied)
+	}
+	egress, _, _ := unstructured.NestedSlice(mustExist(t, c, gvkNetworkPolicy, ns, f.Name).Object, "spec", "egress")
+	if len(egress) < 5 {
+		t.Errorf("the edited policy was not restored: %d egress rules", len(egress))
+	}
+}
+
+func TestAForeignSameNamedServiceIsRefusedAndLeftUntouched(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := fleetIn(t, "routing-ingress", ns)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: f.Name, Namespace: ns, Labels: map[string]string{"app": "someone-else"}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+	if err := c.Create(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	counting := &countingClient{Client: c}
+	res, err := apply(t, counting, f, testFacts())
+	var blocked *BlockedError
+	if !errors.As(err, &blocked) || blocked.Reason != v1.ReasonInfrastructureBlocked {
+		t.Fatalf("apply over a foreign Service returned %v; want a BlockedError with InfrastructureBlocked", err)
+	}
+	if !strings.Contains(blocked.Message, "Service "+ns+"/"+f.Name) || !strings.Contains(blocked.Object, f.Name) {
+		t.Errorf("the message must name the Service: %q", blocked.Message)
+	}
+	if res.Routing == nil || res.Routing.Reason != v1.ReasonServiceConflict {
+		t.Errorf("RoutingReady = %+v; want ServiceConflict", res.Routing)
+	}
+	if n := counting.writes.Load(); n != 0 {
+		t.Errorf("the operator wrote %d objects while a child was foreign; it must write none", n)
+	}
+	after := mustExist(t, c, gvkService, ns, f.Name)
+	if after.GetResourceVersion() != svc.ResourceVersion || after.GetLabels()[v1.LabelFleetUID] != "" {
+		t.Errorf("the foreign Service was changed")
+	}
+}
+
+func TestAnObjectControlledByAnotherOwnerIsNotAdopted(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := fleetIn(t, "bucket", ns)
+	pdb := &unstructured.Unstructured{}
+	pdb.SetGroupVersionKind(gvkPDB)
+	pdb.SetName(f.Name)
+	pdb.SetNamespace(ns)
+	pdb.SetLabels(map[string]string{v1.LabelFleetUID: string(f.UID)})
+	pdb.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "other", UID: types.UID("0f0f"), Controller: new(true)}})
+	_ = unstructured.SetNestedField(pdb.Object, int64(0), "spec", "maxUnavailable")
+	if err := c.Create(context.Background(), pdb); err != nil {
+		t.Fatal(err)
+	}
+	_, err := apply(t, c, f, testFacts())
+	var blocked *BlockedError
+	if !errors.As(err, &blocked) || !strings.Contains(blocked.Message, "controlled by Deployment other") {
+		t.Fatalf("apply returned %v; want a refusal naming the other controller", err)
+	}
+}
+
+func TestPruneDeletesOnlyOwnedChildrenOfChartKinds(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := fleetIn(t, "bucket", ns)
+	converge(t, c, f, testFacts())
+	// An owned Service the chart does not render (an older release's name), and a ConfigMap
+	// with the fleet label: only the first is the chart's to prune.
+	for _, o := range []client.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: f.Name + "-old", Namespace: ns, Labels: map[string]string{v1.LabelFleetUID: string(f.UID)}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 1}}}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: f.Name + "-notes", Namespace: ns, Labels: map[string]string{v1.LabelFleetUID: string(f.UID)}}},
+	} {
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := converge(t, c, f, testFacts())
+	if !slices.Equal(res.Deleted, []string{"Service/" + f.Name + "-old"}) {
+		t.Fatalf("pruned %v; want only the stale Service", res.Deleted)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: f.Name + "-notes"}, cm); err != nil {
+		t.Fatalf("a labelled object of a kind the chart never renders was touched: %v", err)
+	}
+}
+
+func TestMeshWithoutIstioAppliesTheRestAndBlocks(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := fleetIn(t, "istio-mesh", ns)
+	facts := testFacts()
+	facts.IstioInstalled = false
+	res, err := apply(t, c, f, facts)
+	var blocked *BlockedError
+	if !errors.As(err, &blocked) || blocked.Reason != v1.ReasonInfrastructureBlocked || !strings.Contains(blocked.Message, "install Istio 1.22 or later") {
+		t.Fatalf("apply returned %v; want InfrastructureBlocked asking to install Istio 1.22 or later", err)
+	}
+	if len(res.Applied) != 4 {
+		t.Errorf("applied %v; the Services, policy and PDB should still be applied", res.Applied)
+	}
+}

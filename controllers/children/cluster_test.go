@@ -1,0 +1,157 @@
+package children
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// The API-server tests share one etcd + kube-apiserver, started on first use so the pure tests
+// stay fast, and stopped by TestMain.
+var (
+	envOnce   sync.Once
+	env       *envtest.Environment
+	envClient client.Client
+	envErr    error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop test API server:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// apiServer returns a client of the shared test API server with the Gateway API HTTPRoute CRD
+// and Istio's security CRDs installed. KUBEBUILDER_ASSETS defaults to the repository's bin/,
+// where the Makefile (tests/tools/install.sh) builds etcd and kube-apiserver.
+func apiServer(t *testing.T) client.Client {
+	t.Helper()
+	envOnce.Do(func() {
+		assets := os.Getenv("KUBEBUILDER_ASSETS")
+		if assets == "" {
+			assets, _ = filepath.Abs("../../bin")
+		}
+		for _, bin := range []string{"etcd", "kube-apiserver"} {
+			if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
+				envErr = fmt.Errorf("%s is missing from KUBEBUILDER_ASSETS=%s; build the control-plane binaries with tests/tools/install.sh (make test does)", bin, assets)
+				return
+			}
+		}
+		scheme := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			envErr = err
+			return
+		}
+		env = &envtest.Environment{
+			BinaryAssetsDirectory: assets,
+			CRDDirectoryPaths:     []string{filepath.Join("testdata", "crds")},
+			ErrorIfCRDPathMissing: true,
+			Scheme:                scheme,
+		}
+		cfg, err := env.Start()
+		if err != nil {
+			envErr = fmt.Errorf("start test API server: %w", err)
+			return
+		}
+		envClient, envErr = client.New(cfg, client.Options{Scheme: scheme})
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	return envClient
+}
+
+// newNamespace gives each test its own namespace, so tests never see each other's children.
+func newNamespace(t *testing.T, c client.Client) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + rand.String(8)}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// fleetIn loads a sample as a fleet in ns with a fresh UID, as the API server would assign.
+func fleetIn(t *testing.T, sample, ns string) *v1.CelldFleet {
+	t.Helper()
+	f := loadSample(t, filepath.Join("..", "..", "config", "samples", sample+".yaml"))
+	f.Namespace = ns
+	f.UID = uuid.NewUUID()
+	f.Generation = 1
+	return f
+}
+
+// countingClient counts every write, so a test can assert that a settled fleet costs none.
+type countingClient struct {
+	client.Client
+	writes atomic.Int64
+}
+
+func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.writes.Add(1)
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+func (c *countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	c.writes.Add(1)
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+func (c *countingClient) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.writes.Add(1)
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (c *countingClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	c.writes.Add(1)
+	return c.Client.Apply(ctx, obj, opts...)
+}
+
+func (c *countingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	c.writes.Add(1)
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+func (c *countingClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	c.writes.Add(1)
+	return c.Client.DeleteAllOf(ctx, obj, opts...)
+}
+
+// eventually polls cond until it holds or the deadline passes; tests never sleep to synchronise.
+func eventually(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,68 @@
+package children
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// The kinds the fleet chart can render. Prune lists exactly these, so an object of another kind
+// that happens to carry the fleet label is never deleted by this package.
+var (
+	gvkService             = schema.GroupVersionKind{Version: "v1", Kind: "Service"}
+	gvkNetworkPolicy       = schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"}
+	gvkPDB                 = schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}
+	gvkIngress             = schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}
+	gvkHTTPRoute           = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
+	gvkAuthorizationPolicy = schema.GroupVersionKind{Group: "security.istio.io", Version: "v1", Kind: "AuthorizationPolicy"}
+	gvkPeerAuthentication  = schema.GroupVersionKind{Group: "security.istio.io", Version: "v1", Kind: "PeerAuthentication"}
+
+	// pruneKinds are pruned by label after applying; routes and the routing policy follow the
+	// routing order instead (routingStep).
+	pruneKinds = []schema.GroupVersionKind{gvkService, gvkNetworkPolicy, gvkPDB, gvkAuthorizationPolicy, gvkPeerAuthentication}
+	routeKinds = []schema.GroupVersionKind{gvkHTTPRoute, gvkIngress}
+)
+
+// routingName is the name of the route and of its NetworkPolicy.
+func routingName(f *v1.CelldFleet) string { return f.Name + "-routing" }
+
+// getLive reads one object, nil when it does not exist or its API is not served (nothing of an
+// unserved kind can exist).
+func getLive(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+	switch {
+	case err == nil:
+		return u, nil
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("read %s %s/%s: %w", gvk.Kind, ns, name, err)
+}
+
+// foreign says why this fleet may not touch a live object, or "" when it owns it: ownership is
+// the fleet UID label and no controller other than this fleet.
+func foreign(live client.Object, uid types.UID) string {
+	if got := live.GetLabels()[v1.LabelFleetUID]; got != string(uid) {
+		return fmt.Sprintf("does not carry this fleet's %s label", v1.LabelFleetUID)
+	}
+	for _, ref := range live.GetOwnerReferences() {
+		if ref.Controller != nil && *ref.Controller && ref.UID != uid {
+			return fmt.Sprintf("is controlled by %s %s", ref.Kind, ref.Name)
+		}
+	}
+	return ""
+}
+
+func describe(u client.Object, kind string) string {
+	return fmt.Sprintf("%s %s/%s", kind, u.GetNamespace(), u.GetName())
+}

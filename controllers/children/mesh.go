@@ -1,0 +1,54 @@
+package children
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// istioProxy is the name Istio's injector gives the sidecar, as a container or, for a native
+// sidecar, as an init container that keeps running.
+const istioProxy = "istio-proxy"
+
+// MeshMixed reports whether a fleet's membership differs from the wanted one: the live Pod
+// template, or any of the fleet's Pods, is meshed while the fleet should not be, or the other
+// way round. It looks at real proxy containers, not at injection labels or annotations,
+// because a label says what the injector was asked, not what it did. Terminating Pods count:
+// a member still handing off over SIGTERM speaks to peers with the membership it started with.
+// Pods that have finished (Succeeded, Failed) run no proxy and no celld, so they do not count.
+//
+// The reconciler should pass the result as OperatorFacts.MeshMixed only for a fleet the mesh
+// concerns (spec.mesh.istio set, or the celld.eric.dev/istio-control-plane annotation present);
+// the chart ignores it otherwise, so namespace-wide injection of a never-meshed fleet is left
+// alone.
+func MeshMixed(pods []corev1.Pod, wantMeshed bool, liveTemplateMeshed bool) bool {
+	if liveTemplateMeshed != wantMeshed {
+		return true
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if HasProxy(&p.Spec) != wantMeshed {
+			return true
+		}
+	}
+	return false
+}
+
+// HasProxy reports whether a Pod spec runs an Istio proxy: a container named istio-proxy, or a
+// native sidecar (an init container named istio-proxy with restartPolicy Always). A plain init
+// container of that name runs to completion before celld starts and proxies nothing.
+func HasProxy(spec *corev1.PodSpec) bool {
+	for i := range spec.Containers {
+		if spec.Containers[i].Name == istioProxy {
+			return true
+		}
+	}
+	for i := range spec.InitContainers {
+		c := &spec.InitContainers[i]
+		if c.Name == istioProxy && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,235 @@
+package children
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strings"
+	"sync"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v3/pkg/strvals"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// FieldOwner is the one server-side apply field manager of every child.
+const FieldOwner = "celld-operator"
+
+// Renderer renders the fleet chart. It loads the chart once and remembers, per fleet UID, the
+// last render and the hash of the values it came from, so a settled fleet costs one values
+// hash and a copy instead of a template run. It is safe for concurrent use.
+type Renderer struct {
+	chart     *chart.Chart
+	overrides map[string]string
+
+	mu      sync.Mutex
+	cache   map[types.UID]cachedRender
+	renders int // template runs, for tests of the cache
+}
+
+type cachedRender struct {
+	key  string
+	objs []*unstructured.Unstructured
+}
+
+// NewRenderer loads the embedded chart a watch names. overrideValues from the watch are applied
+// on top of the computed values on every render.
+func NewRenderer(w Watch) (*Renderer, error) {
+	c, err := loadChart(w.Chart)
+	if err != nil {
+		return nil, err
+	}
+	return &Renderer{chart: c, overrides: w.OverrideValues, cache: map[types.UID]cachedRender{}}, nil
+}
+
+// NewFleetRenderer is NewRenderer for helm-charts/celld-fleet without overrides.
+func NewFleetRenderer() (*Renderer, error) {
+	return NewRenderer(Watch{Chart: FleetChart})
+}
+
+// Render returns the fleet's children in install order, each stamped with the fleet's namespace,
+// UID label, controller reference and the hash annotation the Applier compares. The returned
+// objects are the caller's to modify.
+//
+// A fleet whose NetworkPolicy enforcement is not attested renders nothing and gets a
+// BlockedError (IsolationUnverified): a policy the CNI ignores would isolate nothing, and not
+// applying keeps any existing route and policy as they are.
+func (r *Renderer) Render(f *v1.CelldFleet, facts OperatorFacts) ([]*unstructured.Unstructured, error) {
+	if !facts.NetworkPolicyEnforced {
+		return nil, &BlockedError{
+			Reason:  v1.ReasonIsolationUnverified,
+			Message: "Administrator must verify a NetworkPolicy enforcing CNI and enable --network-policy-enforced before provisioning",
+		}
+	}
+	vals, err := chartValues(f, facts)
+	if err != nil {
+		return nil, &BlockedError{Reason: v1.ReasonInvalidConfiguration, Message: err.Error()}
+	}
+	if err := r.applyOverrides(vals); err != nil {
+		return nil, err
+	}
+	key, err := valuesKey(vals)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	hit, ok := r.cache[f.UID]
+	r.mu.Unlock()
+	if ok && hit.key == key {
+		return deepCopyAll(hit.objs), nil
+	}
+
+	objs, err := r.render(f, vals)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.cache[f.UID] = cachedRender{key: key, objs: objs}
+	r.renders++
+	r.mu.Unlock()
+	return deepCopyAll(objs), nil
+}
+
+// Forget drops a fleet's cached render; call it when the fleet is gone.
+func (r *Renderer) Forget(uid types.UID) {
+	r.mu.Lock()
+	delete(r.cache, uid)
+	r.mu.Unlock()
+}
+
+func (r *Renderer) applyOverrides(vals map[string]any) error {
+	for k, v := range r.overrides {
+		if err := strvals.ParseInto(k+"="+os.ExpandEnv(v), vals); err != nil {
+			return fmt.Errorf("watches overrideValues %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// valuesKey hashes the values; encoding/json sorts map keys, so equal values give equal keys.
+func valuesKey(vals map[string]any) (string, error) {
+	b, err := json.Marshal(vals)
+	if err != nil {
+		return "", fmt.Errorf("encode chart values: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func (r *Renderer) render(f *v1.CelldFleet, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	top, err := chartutil.ToRenderValues(r.chart, vals,
+		chartutil.ReleaseOptions{Name: f.Name, Namespace: f.Namespace, IsInstall: true}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s values: %w", r.chart.Name(), err)
+	}
+	rendered, err := engine.Engine{Strict: true}.Render(r.chart, top)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", r.chart.Name(), err)
+	}
+	for name := range rendered {
+		// NOTES.txt is text for a human after `helm install`, never an object.
+		if path.Base(name) == "NOTES.txt" {
+			delete(rendered, name)
+		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(rendered, nil, releaseutil.InstallOrder)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: %w", r.chart.Name(), err)
+	}
+	if len(hooks) > 0 {
+		// Nothing runs hooks here; a hook in this chart would silently never happen.
+		return nil, fmt.Errorf("chart %s renders hook %s; hooks are not supported", r.chart.Name(), hooks[0].Name)
+	}
+	objs := make([]*unstructured.Unstructured, 0, len(manifests))
+	for _, m := range manifests {
+		u, err := decode(m.Content)
+		if err != nil {
+			return nil, fmt.Errorf("chart %s %s: %w", r.chart.Name(), m.Name, err)
+		}
+		if u == nil {
+			continue
+		}
+		if err := stamp(u, f); err != nil {
+			return nil, err
+		}
+		objs = append(objs, u)
+	}
+	return objs, nil
+}
+
+// decode turns one YAML document into an object. Going through JSON gives int64 numbers, the
+// same representation the API server's responses decode to, so desired and live compare.
+func decode(doc string) (*unstructured.Unstructured, error) {
+	if strings.TrimSpace(doc) == "" {
+		return nil, nil
+	}
+	j, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		return nil, err
+	}
+	if string(j) == "null" {
+		return nil, nil
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(j); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// stamp forces what the Go side guarantees whatever the templates say: the fleet namespace, the
+// UID label, a controller reference (so garbage collection removes children with the fleet;
+// blockOwnerDeletion false because the operator needs no finalizer-like hold on children) and
+// the hash of the desired object.
+func stamp(u *unstructured.Unstructured, f *v1.CelldFleet) error {
+	if u.GetName() == "" || u.GetKind() == "" {
+		return errors.New("rendered object without kind or name")
+	}
+	u.SetNamespace(f.Namespace)
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[v1.LabelFleetUID] = string(f.UID)
+	u.SetLabels(labels)
+	u.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion:         v1.GroupVersion.String(),
+		Kind:               "CelldFleet",
+		Name:               f.Name,
+		UID:                f.UID,
+		Controller:         new(true),
+		BlockOwnerDeletion: new(false),
+	}})
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(b)
+	ann := u.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[v1.AnnotationSpecHash] = hex.EncodeToString(sum[:16])
+	u.SetAnnotations(ann)
+	return nil
+}
+
+func deepCopyAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopy()
+	}
+	return out
+}

@@ -1,0 +1,232 @@
+package children
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// routing converges FLEET-routing in the order the seed requires: preflight (the route and
+// policy are ours), then remove any route of the other kind and wait until it has disappeared,
+// then the policy, then the route. Removing routing deletes the route first and the policy only
+// once the route is gone, so the policy never outlives its purpose while traffic still flows.
+// A failed preflight leaves the existing route and policy exactly as they are.
+func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet, route, policy *unstructured.Unstructured, res *Result) error {
+	name := routingName(f)
+	if f.Spec.Routing != nil && f.DeletionTimestamp == nil && route == nil {
+		res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonGatewayAPIUnavailable,
+			fmt.Sprintf("The Gateway API (gateway.networking.k8s.io/v1 HTTPRoute) is not served, so HTTPRoute %s/%s cannot be created; install the Gateway API CRDs. Any existing route and policy are kept", f.Namespace, name)))
+		return nil
+	}
+
+	var liveRoute, livePolicy *unstructured.Unstructured
+	var err error
+	if route != nil {
+		if liveRoute, err = getLive(ctx, c, route.GroupVersionKind(), f.Namespace, name); err != nil {
+			return err
+		}
+		if liveRoute != nil {
+			if why := foreign(liveRoute, f.UID); why != "" {
+				res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict,
+					conflictMessage(route.GetKind(), f.Namespace, name, why)+"; routing is left unchanged"))
+				return nil
+			}
+		}
+	}
+	if livePolicy, err = getLive(ctx, c, gvkNetworkPolicy, f.Namespace, name); err != nil {
+		return err
+	}
+	if livePolicy != nil && foreign(livePolicy, f.UID) != "" {
+		if policy != nil {
+			res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict,
+				conflictMessage("NetworkPolicy", f.Namespace, name, foreign(livePolicy, f.UID))+"; routing is left unchanged"))
+			return nil
+		}
+		livePolicy = nil // not ours to delete
+	}
+
+	// Obsolete routes first: two routes for one fleet, or a policy admitting traffic for a route
+	// that is being replaced, is never the intended state.
+	pending := ""
+	for _, gvk := range routeKinds {
+		if route != nil && route.GroupVersionKind() == gvk {
+			continue
+		}
+		old, err := getLive(ctx, c, gvk, f.Namespace, name)
+		if err != nil {
+			return err
+		}
+		if old == nil || foreign(old, f.UID) != "" {
+			continue
+		}
+		pending = gvk.Kind
+		if old.GetDeletionTimestamp() == nil {
+			if err := deleteExact(ctx, c, old, res); err != nil {
+				return err
+			}
+		}
+	}
+	if pending == "" && liveRoute != nil && liveRoute.GetDeletionTimestamp() != nil {
+		pending = route.GetKind() // someone deleted it; a write would be lost with it
+	}
+	if pending != "" {
+		res.Requeue = true
+		res.Routing = new(routingCondition(f, metav1.ConditionUnknown, v1.ReasonRemovingRoute,
+			fmt.Sprintf("Waiting for %s %s/%s to disappear before changing routing; a finalizer on it delays the switch", pending, f.Namespace, name)))
+		return nil
+	}
+
+	if route == nil {
+		if livePolicy != nil && livePolicy.GetDeletionTimestamp() == nil {
+			return deleteExact(ctx, c, livePolicy, res)
+		}
+		return nil
+	}
+	if err := a.apply(ctx, c, policy, livePolicy, res); err != nil {
+		return err
+	}
+	return a.apply(ctx, c, route, liveRoute, res)
+}
+
+// RoutingStatus computes RoutingReady from the live route; use it when Apply left
+// Result.Routing nil. It reads one object and polls nothing else: acceptance is the route's
+// own status, never a watch on Gateways.
+//
+//   - no spec.routing: True/Disabled (write it only if the condition already exists);
+//   - HTTPRoute: True/RouteAccepted when the configured parent reports current-generation
+//     Accepted=True and ResolvedRefs=True, False/RouteRejected when either is False,
+//     Unknown/AwaitingAcceptance otherwise; False/GatewayAPIUnavailable without the CRDs;
+//   - Ingress: True/AddressAssigned once the controller published an address,
+//     Unknown/AwaitingAddress until then (some controllers never publish one).
+func RoutingStatus(ctx context.Context, c client.Client, f *v1.CelldFleet) metav1.Condition {
+	r := f.Spec.Routing
+	if r == nil {
+		return routingCondition(f, metav1.ConditionTrue, v1.ReasonRoutingDisabled, "spec.routing is not set; the operator manages no route")
+	}
+	name := routingName(f)
+	gvk := gvkIngress
+	if r.Gateway != nil {
+		gvk = gvkHTTPRoute
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := c.Get(ctx, client.ObjectKey{Namespace: f.Namespace, Name: name}, u)
+	switch {
+	case meta.IsNoMatchError(err):
+		return routingCondition(f, metav1.ConditionFalse, v1.ReasonGatewayAPIUnavailable,
+			"The Gateway API (gateway.networking.k8s.io/v1 HTTPRoute) is not served; install the Gateway API CRDs")
+	case client.IgnoreNotFound(err) != nil:
+		return routingCondition(f, metav1.ConditionUnknown, v1.ReasonRoutingError, fmt.Sprintf("Reading %s %s/%s failed: %v", gvk.Kind, f.Namespace, name, err))
+	case err != nil:
+		if gvk == gvkIngress {
+			return routingCondition(f, metav1.ConditionUnknown, v1.ReasonAwaitingAddress, fmt.Sprintf("Ingress %s/%s does not exist yet", f.Namespace, name))
+		}
+		return routingCondition(f, metav1.ConditionUnknown, v1.ReasonAwaitingAcceptance, fmt.Sprintf("HTTPRoute %s/%s does not exist yet", f.Namespace, name))
+	}
+	if why := foreign(u, f.UID); why != "" {
+		return routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict, conflictMessage(gvk.Kind, f.Namespace, name, why))
+	}
+	if gvk == gvkIngress {
+		return ingressStatus(f, u)
+	}
+	return httpRouteStatus(f, u)
+}
+
+func ingressStatus(f *v1.CelldFleet, u *unstructured.Unstructured) metav1.Condition {
+	lbs, _, _ := unstructured.NestedSlice(u.Object, "status", "loadBalancer", "ingress")
+	for _, lb := range lbs {
+		m, _ := lb.(map[string]any)
+		for _, field := range []string{"ip", "hostname"} {
+			if addr, _ := m[field].(string); addr != "" {
+				return routingCondition(f, metav1.ConditionTrue, v1.ReasonAddressAssigned,
+					fmt.Sprintf("Ingress %s/%s has address %s; this does not prove DNS, TLS or application connectivity", u.GetNamespace(), u.GetName(), addr))
+			}
+		}
+	}
+	return routingCondition(f, metav1.ConditionUnknown, v1.ReasonAwaitingAddress,
+		fmt.Sprintf("Ingress %s/%s has no address yet; controllers that never publish one keep this Unknown", u.GetNamespace(), u.GetName()))
+}
+
+// routeParentStatus is the part of HTTPRoute status.parents[] this package reads.
+type routeParentStatus struct {
+	ParentRef struct {
+		Group       *string `json:"group"`
+		Kind        *string `json:"kind"`
+		Namespace   *string `json:"namespace"`
+		Name        string  `json:"name"`
+		SectionName *string `json:"sectionName"`
+	} `json:"parentRef"`
+	Conditions []metav1.Condition `json:"conditions"`
+}
+
+func httpRouteStatus(f *v1.CelldFleet, u *unstructured.Unstructured) metav1.Condition {
+	gw := f.Spec.Routing.Gateway
+	wantNS := gw.Namespace
+	if wantNS == "" {
+		wantNS = f.Namespace
+	}
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
+	id := fmt.Sprintf("HTTPRoute %s/%s", u.GetNamespace(), u.GetName())
+	for _, p := range raw {
+		var ps routeParentStatus
+		if b, err := json.Marshal(p); err != nil || json.Unmarshal(b, &ps) != nil {
+			continue
+		}
+		ref := ps.ParentRef
+		if ref.Name != gw.Name || deref(ref.Namespace, u.GetNamespace()) != wantNS ||
+			deref(ref.Group, "gateway.networking.k8s.io") != "gateway.networking.k8s.io" || deref(ref.Kind, "Gateway") != "Gateway" ||
+			deref(ref.SectionName, "") != gw.SectionName {
+			continue
+		}
+		accepted := current(ps.Conditions, "Accepted", u.GetGeneration())
+		resolved := current(ps.Conditions, "ResolvedRefs", u.GetGeneration())
+		for _, cond := range []*metav1.Condition{accepted, resolved} {
+			if cond != nil && cond.Status == metav1.ConditionFalse {
+				return routingCondition(f, metav1.ConditionFalse, v1.ReasonRouteRejected,
+					fmt.Sprintf("%s: Gateway %s/%s reports %s=False (%s): %s", id, wantNS, gw.Name, cond.Type, cond.Reason, cond.Message))
+			}
+		}
+		if accepted != nil && resolved != nil && accepted.Status == metav1.ConditionTrue && resolved.Status == metav1.ConditionTrue {
+			return routingCondition(f, metav1.ConditionTrue, v1.ReasonRouteAccepted,
+				fmt.Sprintf("%s is accepted by Gateway %s/%s with resolved references; this does not prove DNS, TLS or listener programming", id, wantNS, gw.Name))
+		}
+	}
+	return routingCondition(f, metav1.ConditionUnknown, v1.ReasonAwaitingAcceptance,
+		fmt.Sprintf("%s waits for Gateway %s/%s to report Accepted and ResolvedRefs for its current generation; check the Gateway and its listener's allowedRoutes", id, wantNS, gw.Name))
+}
+
+// current is the condition of that type written for the route's current generation; an older
+// one describes a spec that no longer exists.
+func current(conds []metav1.Condition, t string, generation int64) *metav1.Condition {
+	c := meta.FindStatusCondition(conds, t)
+	if c == nil || c.ObservedGeneration != generation {
+		return nil
+	}
+	return c
+}
+
+func deref(p *string, def string) string {
+	if p == nil || *p == "" {
+		return def
+	}
+	return *p
+}
+
+func routingCondition(f *v1.CelldFleet, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: v1.ConditionRoutingReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: f.Generation}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only maps of strings and nils are encoded here
+	}
+	return b
+}
