@@ -1,0 +1,120 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// deletion runs while the fleet is being deleted: routing closes at once, then the workload
+// is deleted in the foreground (members drain on SIGTERM), then every claim of the fleet,
+// removed members' included, then the finalizer. The reservation stays: a bucket is never
+// released.
+func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
+	f := s.fleet
+	if f.DeletionTimestamp == nil {
+		return false, nil
+	}
+	if !controllerutil.ContainsFinalizer(f, v1.FinalizerLifecycleProtection) {
+		return true, nil
+	}
+	// Routing closes as soon as deletion starts: the chart renders no route for a deleting
+	// fleet, so applying the children removes it. This does not delay the members' shutdown.
+	if stop, err := r.children(ctx, s); stop || err != nil {
+		s.progress(v1.ReasonDeleting, "Closing routing before the workload is deleted")
+		if err != nil {
+			return true, err
+		}
+	}
+	if err := r.releaseHolds(ctx, s); err != nil {
+		return true, err
+	}
+	if stop, err := r.deleteWorkload(ctx, s); stop || err != nil {
+		return true, err
+	}
+	if stop, err := r.deleteClaims(ctx, s); stop || err != nil {
+		return true, err
+	}
+	live := &v1.CelldFleet{}
+	if err := r.Client.Get(ctx, s.key, live); err != nil {
+		return true, client.IgnoreNotFound(err)
+	}
+	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(live, v1.FinalizerLifecycleProtection)
+	s.progress(v1.ReasonDeleting, "Workload and disks deleted; releasing the fleet")
+	return true, client.IgnoreNotFound(r.Client.Patch(ctx, live, patch))
+}
+
+func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) (bool, error) {
+	var obj client.Object
+	switch {
+	case s.sts != nil:
+		obj = s.sts
+	case s.deploy != nil:
+		obj = s.deploy
+	default:
+		return false, nil
+	}
+	if obj.GetLabels()[v1.LabelFleetUID] != string(s.fleet.UID) {
+		s.block(v1.ReasonDeletionBlocked, fmt.Sprintf("%T %s/%s is not owned by this fleet (label %s differs); it is left alone: delete or relabel it to finish deleting the fleet",
+			obj, obj.GetNamespace(), obj.GetName(), v1.LabelFleetUID))
+		return true, nil
+	}
+	s.progress(v1.ReasonDeleting, "Deleting workload; members drain on SIGTERM")
+	if obj.GetDeletionTimestamp() != nil {
+		return true, nil
+	}
+	uid, rv := obj.GetUID(), obj.GetResourceVersion()
+	err := r.Direct.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationForeground),
+		client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	return true, client.IgnoreNotFound(err)
+}
+
+// deleteClaims deletes every claim carrying the fleet's UID label, each bound to its UID.
+func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) (bool, error) {
+	if len(s.claims) == 0 {
+		return false, nil
+	}
+	s.progress(v1.ReasonDeleting, fmt.Sprintf("Deleting disks: %d claims remain", len(s.claims)))
+	for i := range s.claims {
+		c := &s.claims[i]
+		if c.DeletionTimestamp != nil {
+			continue
+		}
+		uid := c.UID
+		if err := r.Direct.Delete(ctx, c, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// releaseHolds drops the replacement-handoff finalizer from the fleet's Pods, so a deleting or
+// paused fleet never keeps a Pod alive.
+func (r *Reconciler) releaseHolds(ctx context.Context, s *scope) error {
+	for i := range s.pods {
+		p := &s.pods[i]
+		if !controllerutil.ContainsFinalizer(p, v1.FinalizerReplacingDisk) {
+			continue
+		}
+		if err := r.releaseHold(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) releaseHold(ctx context.Context, p *corev1.Pod) error {
+	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(p, v1.FinalizerReplacingDisk)
+	delete(p.Annotations, v1.AnnotationReplacementClaim)
+	delete(p.Labels, v1.LabelReplacementFleet)
+	return client.IgnoreNotFound(r.Direct.Patch(ctx, p, patch))
+}

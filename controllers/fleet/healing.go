@@ -1,0 +1,229 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/lifecycle"
+	"github.com/celld/celld-operator/controllers/workload"
+)
+
+// zoneLabel is the well-known topology label the Ordered layout pins members to.
+const zoneLabel = "topology.kubernetes.io/zone"
+
+// healing finishes or aborts any replacement handoff an earlier pass left, then takes at most
+// one self-healing action, then releases Ordered members' zone gates.
+func (r *Reconciler) healing(ctx context.Context, s *scope) (bool, error) {
+	if !s.isStatefulSet() || s.heal == nil {
+		return false, nil
+	}
+	if handled, err := r.resumeReplacements(ctx, s); handled || err != nil {
+		s.result.RequeueAfter = time.Second
+		return true, err
+	}
+	d := *s.heal
+	if d.RequeueAfter > 0 && d.RequeueAfter < s.result.RequeueAfter {
+		s.result.RequeueAfter = d.RequeueAfter
+	}
+	if err := r.act(ctx, s, d); err != nil {
+		return true, err
+	}
+	if d.Reason != "" && (d.Action != lifecycle.None || s.reason == v1.ReasonProvisioned || s.reason == v1.ReasonProvisioning || d.Reason == v1.ReasonMemberUnschedulable) {
+		s.progress(d.Reason, d.Message)
+	}
+	if d.Action != lifecycle.None {
+		return true, nil
+	}
+	return false, r.releaseZoneGates(ctx, s)
+}
+
+// act carries out one decision; every delete is bound to the object's UID, and where it
+// matters to its resourceVersion.
+func (r *Reconciler) act(ctx context.Context, s *scope, d lifecycle.Decision) error {
+	ns := s.fleet.Namespace
+	pod := &corev1.Pod{}
+	pod.Namespace, pod.Name = ns, d.Pod.Name
+	switch d.Action {
+	case lifecycle.None:
+		return nil
+	case lifecycle.ForceDeletePod:
+		uid := d.Pod.UID
+		if err := r.Direct.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	case lifecycle.DeletePod:
+		uid, rv := d.Pod.UID, d.Pod.ResourceVersion
+		if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	case lifecycle.ReplaceMember:
+		if err := r.replace(ctx, s, d); err != nil {
+			return err
+		}
+	}
+	if d.Event != "" {
+		s.warn(d.Event, d.EventMessage, nil)
+	}
+	return nil
+}
+
+// intent is the replacement handoff recorded on the victim Pod: the only lifecycle record the
+// operator keeps, and only for the moments between two separate API operations (the Pod
+// delete, which commits, and the claim delete).
+type intent struct {
+	FleetUID             types.UID `json:"fleetUID"`
+	ClaimUID             types.UID `json:"claimUID"`
+	ClaimName            string    `json:"claimName"`
+	ClaimResourceVersion string    `json:"claimResourceVersion"`
+	Committed            bool      `json:"committed"`
+}
+
+// replace gives a member a fresh disk: hold the Pod, delete it, commit, delete the recorded
+// claim, release. A crash at any point is finished or aborted by resumeReplacements; a
+// second claim is never deleted.
+func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision) error {
+	claim := &corev1.PersistentVolumeClaim{}
+	claim.Namespace, claim.Name = s.fleet.Namespace, d.Claim.Name
+	if d.Pod.Name == "" { // no Pod holds the claim: the claim delete is the whole action
+		uid, rv := d.Claim.UID, d.Claim.ResourceVersion
+		return client.IgnoreNotFound(r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
+	}
+	pod := &corev1.Pod{}
+	if err := r.Direct.Get(ctx, types.NamespacedName{Namespace: s.fleet.Namespace, Name: d.Pod.Name}, pod); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if pod.UID != d.Pod.UID {
+		return nil // the member moved on since the decision; decide again next pass
+	}
+	in := intent{FleetUID: s.fleet.UID, ClaimUID: d.Claim.UID, ClaimName: d.Claim.Name, ClaimResourceVersion: d.Claim.ResourceVersion}
+	if err := r.hold(ctx, pod, in); err != nil { // resourceVersion-guarded update
+		return err
+	}
+	uid, rv := pod.UID, pod.ResourceVersion
+	if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
+		return err
+	}
+	if r.AfterReplacementPodDelete != nil {
+		r.AfterReplacementPodDelete()
+	}
+	return r.finishReplacement(ctx, s, pod)
+}
+
+func (r *Reconciler) hold(ctx context.Context, pod *corev1.Pod, in intent) error {
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	controllerutil.AddFinalizer(pod, v1.FinalizerReplacingDisk)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Annotations[v1.AnnotationReplacementClaim] = string(raw)
+	pod.Labels[v1.LabelReplacementFleet] = string(in.FleetUID)
+	return r.Direct.Update(ctx, pod)
+}
+
+// finishReplacement re-reads the held Pod; if it is still the held Pod of this fleet, it
+// commits, deletes exactly the recorded claim and releases the hold.
+func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *corev1.Pod) error {
+	pod := &corev1.Pod{}
+	if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(held), pod); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	in, ok := readIntent(pod)
+	if pod.UID != held.UID || !ok || in.FleetUID != s.fleet.UID {
+		return r.releaseHold(ctx, pod)
+	}
+	if !in.Committed {
+		in.Committed = true
+		raw, _ := json.Marshal(in)
+		pod.Annotations[v1.AnnotationReplacementClaim] = string(raw)
+		if err := r.Direct.Update(ctx, pod); err != nil {
+			return err
+		}
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	claim.Namespace, claim.Name = pod.Namespace, in.ClaimName
+	uid, rv := in.ClaimUID, in.ClaimResourceVersion
+	err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return r.releaseHold(ctx, pod)
+}
+
+// resumeReplacements finishes committed handoffs and aborts uncommitted ones, before any other
+// action; paused fleets only release. It reports whether it handled one.
+func (r *Reconciler) resumeReplacements(ctx context.Context, s *scope) (bool, error) {
+	handled := false
+	for i := range s.pods {
+		p := &s.pods[i]
+		if p.Labels[v1.LabelReplacementFleet] == "" && !controllerutil.ContainsFinalizer(p, v1.FinalizerReplacingDisk) {
+			continue
+		}
+		handled = true
+		in, ok := readIntent(p)
+		if ok && in.Committed && in.FleetUID == s.fleet.UID && !paused(s.fleet) {
+			if err := r.finishReplacement(ctx, s, p); err != nil {
+				return true, err
+			}
+			continue
+		}
+		if err := r.releaseHold(ctx, p); err != nil { // abort: the claim stays
+			return true, err
+		}
+	}
+	return handled, nil
+}
+
+func readIntent(p *corev1.Pod) (intent, bool) {
+	var in intent
+	raw, ok := p.Annotations[v1.AnnotationReplacementClaim]
+	if !ok || json.Unmarshal([]byte(raw), &in) != nil || in.ClaimName == "" {
+		return intent{}, false
+	}
+	return in, true
+}
+
+// releaseZoneGates assigns each gated Ordered member the zone of its ordinal (zones[n mod
+// len]) and lifts the gate, so the layout spreads deterministically.
+func (r *Reconciler) releaseZoneGates(ctx context.Context, s *scope) error {
+	f := s.fleet
+	if f.Spec.BucketWorkload != v1.BucketWorkloadOrdered {
+		return nil
+	}
+	for i := range s.pods {
+		p := &s.pods[i]
+		gated := slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == v1.SchedulingGateBucketZone })
+		n, ok := workload.Ordinal(f.Name, p.Name)
+		if !gated || !ok || p.DeletionTimestamp != nil {
+			continue
+		}
+		if p.Spec.NodeSelector == nil {
+			p.Spec.NodeSelector = map[string]string{}
+		}
+		p.Spec.NodeSelector[zoneLabel] = workload.OrderedZone(f, n)
+		p.Spec.SchedulingGates = slices.DeleteFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == v1.SchedulingGateBucketZone })
+		if err := r.Direct.Update(ctx, p); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+			s.progress(v1.ReasonSchedulingBlocked, fmt.Sprintf("Could not release the zone gate of member %s: %v; the operator retries", p.Name, err))
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/lifecycle"
+)
+
+// lifecycleConditions are the condition types this reconciler owns; the application observer
+// owns ApplicationConverged and both apply status with their own field manager.
+var lifecycleConditions = []string{v1.ConditionReady, v1.ConditionProgressing, v1.ConditionBlocked,
+	v1.ConditionMaintenancePaused, v1.ConditionDeleting, v1.ConditionRoutingReady}
+
+// report projects status from the scope and applies it through /status, only when it changed:
+// a settled fleet's reconcile writes nothing.
+func (r *Reconciler) report(ctx context.Context, s *scope) error {
+	live := &v1.CelldFleet{}
+	if err := r.Client.Get(ctx, s.key, live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if s.reason == "" {
+		s.progress(v1.ReasonProvisioning, "Waiting for the workload")
+	}
+	want := r.project(s, live)
+	r.metrics.observe(live, want)
+	r.emit(s, live, want)
+	if equality.Semantic.DeepEqual(ownedStatus(live.Status), ownedStatus(*want)) {
+		return nil
+	}
+	return r.applyStatus(ctx, live, want)
+}
+
+// project computes the lifecycle part of status.
+func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus {
+	f := s.fleet
+	st := live.Status.DeepCopy()
+	st.ObservedGeneration = live.Generation
+	st.LabelSelector = v1.LabelFleetUID + "=" + string(live.UID)
+	st.DesiredReplicas = f.DesiredReplicas()
+	st.Reservation = s.reservationName
+	st.AppliedReplicas, st.ReadyReplicas = 0, 0
+	switch {
+	case s.sts != nil:
+		st.AppliedReplicas = replicasOf(s.sts.Spec.Replicas)
+		if s.sts.Status.ObservedGeneration >= s.sts.Generation {
+			st.ReadyReplicas = s.sts.Status.ReadyReplicas
+		}
+	case s.deploy != nil:
+		st.AppliedReplicas = replicasOf(s.deploy.Spec.Replicas)
+		if s.deploy.Status.ObservedGeneration >= s.deploy.Generation {
+			st.ReadyReplicas = s.deploy.Status.ReadyReplicas
+		}
+	}
+	st.Replicas, st.ObservedReplicas, st.JoiningReplicas, st.TerminatingReplicas = 0, 0, 0, 0
+	for i := range s.pods {
+		p := &s.pods[i]
+		st.Replicas++
+		switch {
+		case p.DeletionTimestamp != nil:
+			st.TerminatingReplicas++
+		case !podReady(p):
+			st.JoiningReplicas++
+		}
+	}
+	st.ObservedReplicas = st.Replicas - st.TerminatingReplicas
+	st.ReplicaObservationValid = true
+	if f.Spec.Capacity != nil {
+		st.Capacity = &v1.CapacityStatus{Mode: f.Spec.Capacity.Mode, DesiredReplicas: st.DesiredReplicas,
+			Reason: "ManualOverride", Message: "spec.replicas is applied as declared; the capacity policy only records its mode in this release"}
+		if f.Spec.Capacity.Mode == v1.CapacityExternal {
+			st.Capacity.Reason, st.Capacity.Message = "ExternalOwner", "One /scale writer owns spec.replicas"
+		}
+	} else {
+		st.Capacity = nil
+	}
+
+	msg := s.message
+	ready := st.ReadyReplicas > 0 && st.ReadyReplicas == st.AppliedReplicas
+	for _, c := range lifecycle.Conditions(s.reason, msg, ready, live.Generation) {
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	blocked := meta.IsStatusConditionTrue(st.Conditions, v1.ConditionBlocked)
+	set := func(t string, ok bool, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: boolStatus(ok), Reason: reason,
+			Message: msg, ObservedGeneration: live.Generation})
+	}
+	if paused(f) {
+		set(v1.ConditionMaintenancePaused, true, v1.ReasonMaintenancePaused, "Workload changes suspended by spec.maintenance.paused")
+	} else {
+		set(v1.ConditionMaintenancePaused, false, v1.ReasonNotPaused, "Workload changes are applied")
+	}
+	if live.DeletionTimestamp != nil {
+		set(v1.ConditionDeleting, true, v1.ReasonDeleting, msg)
+	} else {
+		set(v1.ConditionDeleting, false, v1.ReasonNotDeleting, "The fleet is not being deleted")
+	}
+	if s.routing != nil {
+		c := *s.routing
+		c.ObservedGeneration = live.Generation
+		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	switch {
+	case !blocked:
+		st.BlockedSince = nil
+	case st.BlockedSince == nil || !wasBlocked(live):
+		st.BlockedSince = &metav1.Time{Time: s.now.Truncate(1e9)}
+	}
+	return st
+}
+
+func wasBlocked(f *v1.CelldFleet) bool {
+	return meta.IsStatusConditionTrue(f.Status.Conditions, v1.ConditionBlocked)
+}
+
+func boolStatus(ok bool) metav1.ConditionStatus {
+	if ok {
+		return metav1.ConditionTrue
+	}
+	return metav1.ConditionFalse
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ownedStatus is the part of status this reconciler writes: everything but the observer's
+// condition and status.application.
+func ownedStatus(st v1.CelldFleetStatus) v1.CelldFleetStatus {
+	out := *st.DeepCopy()
+	out.Application = nil
+	out.Conditions = nil
+	for _, c := range st.Conditions {
+		for _, t := range lifecycleConditions {
+			if c.Type == t {
+				out.Conditions = append(out.Conditions, c)
+			}
+		}
+	}
+	return out
+}
+
+// applyStatus applies the owned status with server-side apply on /status, so the observer's
+// condition and fields, owned by its own field manager, are never clobbered.
+func (r *Reconciler) applyStatus(ctx context.Context, live *v1.CelldFleet, st *v1.CelldFleetStatus) error {
+	owned := ownedStatus(*st)
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&owned)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": "CelldFleet",
+		"metadata": map[string]any{"name": live.Name, "namespace": live.Namespace},
+		"status":   raw,
+	}}
+	return r.Client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// emit records the self-healing events of the pass and a Blocked transition (status or
+// reason changed) — events only on transitions.
+func (r *Reconciler) emit(s *scope, live *v1.CelldFleet, st *v1.CelldFleetStatus) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, e := range s.events {
+		r.Recorder.Eventf(live, e.regarding, e.kind, e.reason, "Reconcile", "%s", e.message)
+	}
+	before := meta.FindStatusCondition(live.Status.Conditions, v1.ConditionBlocked)
+	after := meta.FindStatusCondition(st.Conditions, v1.ConditionBlocked)
+	if after == nil || (before != nil && before.Status == after.Status && before.Reason == after.Reason) {
+		return
+	}
+	switch {
+	case after.Status == metav1.ConditionTrue:
+		r.Recorder.Eventf(live, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+	case before != nil && before.Status == metav1.ConditionTrue:
+		r.Recorder.Eventf(live, nil, corev1.EventTypeNormal, after.Reason, "Reconcile", "%s", fmt.Sprintf("No longer blocked: %s", after.Message))
+	}
+}

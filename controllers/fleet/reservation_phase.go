@@ -1,0 +1,69 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/reservation"
+)
+
+// reservation gets or creates the fleet's CelldStorageReservation and verifies that it binds
+// the bucket to this fleet. Create is the arbitration point between fleets that ask for one
+// bucket: whoever creates the reservation first owns the bucket forever, and reads go to the
+// API server, never a cache, so leader election is not the safety proof.
+func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
+	f := s.fleet
+	want := reservation.Desired(f)
+	res := &v1.CelldStorageReservation{}
+	err := r.Direct.Get(ctx, types.NamespacedName{Name: want.Name}, res)
+	if apierrors.IsNotFound(err) {
+		err = r.Direct.Create(ctx, want)
+		switch {
+		case err == nil:
+			res = want
+		case apierrors.IsAlreadyExists(err):
+			res = &v1.CelldStorageReservation{} // re-read into an empty object
+			err = r.Direct.Get(ctx, types.NamespacedName{Name: want.Name}, res)
+		}
+	}
+	if err != nil {
+		return true, err
+	}
+	s.reservationName = res.Name
+	ok, why := reservation.Matches(res, f)
+	if !ok || len(res.OwnerReferences) > 0 || res.DeletionTimestamp != nil {
+		if ok {
+			why = "the reservation is owned by another object or being deleted"
+		}
+		s.block(v1.ReasonStorageScopeConflict, fmt.Sprintf(
+			"Bucket %s is permanently reserved to another fleet UID or immutable configuration (CelldStorageReservation %s: %s); no resources adopted. Restore the creation-time storage and tuning settings, or create the fleet with another bucket",
+			f.Spec.Storage.Bucket, res.Name, why))
+		return true, nil
+	}
+	return false, r.recordTuning(ctx, s, res)
+}
+
+// recordTuning writes the creation-time execution, lifecycle, env and telemetry on the
+// reservation while the fleet still hashes to the frozen spec hash, so those fields may change
+// later and the reservation still verifies.
+func (r *Reconciler) recordTuning(ctx context.Context, s *scope, res *v1.CelldStorageReservation) error {
+	if _, ok := res.Annotations[v1.AnnotationReservedTuning]; ok {
+		return nil
+	}
+	if reservation.SpecHash(s.fleet, res.Spec.InitialReplicas) != res.Spec.SpecHash {
+		return nil // only a fleet that still has its creation-time tuning may record it
+	}
+	record, err := reservation.TuningRecord(s.fleet)
+	if err != nil {
+		return err
+	}
+	if res.Annotations == nil {
+		res.Annotations = map[string]string{}
+	}
+	res.Annotations[v1.AnnotationReservedTuning] = record
+	return r.Direct.Update(ctx, res) // carries the read's resourceVersion
+}

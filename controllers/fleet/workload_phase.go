@@ -1,0 +1,174 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/lifecycle"
+	"github.com/celld/celld-operator/controllers/workload"
+)
+
+// workload creates or converges the fleet's StatefulSet or Deployment: the operator's template,
+// and a replica count that moves by growth runs (PersistentFleet) or one member per step on
+// scale-in. A paused fleet gets no workload write at all.
+func (r *Reconciler) workload(ctx context.Context, s *scope) (bool, error) {
+	if paused(s.fleet) {
+		// Only the early replacement cleanup runs: holds are released and no disk is deleted.
+		s.block(v1.ReasonMaintenancePaused, lifecycle.PausedMessage)
+		return true, r.releaseHolds(ctx, s)
+	}
+	if s.isStatefulSet() {
+		return r.statefulSet(ctx, s)
+	}
+	return r.deployment(ctx, s)
+}
+
+func paused(f *v1.CelldFleet) bool {
+	return f.Spec.Maintenance != nil && f.Spec.Maintenance.Paused
+}
+
+func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
+	f := s.fleet
+	o := r.workloadOptions(s)
+	desired := workload.StatefulSet(f, o, f.DesiredReplicas())
+	facts := r.facts(s, desired)
+	if s.sts != nil && !r.ownedWorkload(s, s.sts) {
+		return true, nil
+	}
+	step := lifecycle.Plan(facts, f.DesiredReplicas())
+	next, reason := step.Replicas, step.Reason
+	if reason != "" {
+		s.block(reason, step.Message)
+		if !lifecycle.Provisioned(reason) {
+			return true, nil // StorageIdentityConflict: no member is added, nothing is written
+		}
+	}
+	desired.Spec.Replicas = new(next)
+	s.heal = &step.Heal
+	if s.sts == nil {
+		if err := r.create(ctx, desired); err != nil {
+			return true, err
+		}
+		s.progress(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
+		return true, nil
+	}
+	if err := r.converge(ctx, s, s.sts, desired, replicasOf(s.sts.Spec.Replicas) != next); err != nil {
+		return true, err
+	}
+	if reason == "" {
+		s.progress(rollout(facts.Workload, next, f.Name))
+		r.meshWait(s)
+	}
+	return false, nil
+}
+
+func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
+	f := s.fleet
+	desired := workload.Deployment(f, r.workloadOptions(s), f.DesiredReplicas())
+	if s.deploy == nil {
+		if err := r.create(ctx, desired); err != nil {
+			return true, err
+		}
+		s.progress(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
+		return true, nil
+	}
+	if !r.ownedWorkload(s, s.deploy) {
+		return true, nil
+	}
+	d := s.deploy
+	applied, target := replicasOf(d.Spec.Replicas), f.DesiredReplicas()
+	rolledOut := d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == applied &&
+		d.Status.ReadyReplicas == applied && d.Status.Replicas == applied &&
+		!r.drifted(d, desired.Annotations[v1.AnnotationSpecHash])
+	next := target
+	switch {
+	case target < applied && !rolledOut:
+		// One member per step, and only once the previous change has rolled out.
+		next = applied
+		s.progress(v1.ReasonProvisioning, "Waiting for the previous change to roll out before removing a member")
+	case target < applied:
+		next = applied - 1
+	}
+	desired.Spec.Replicas = new(next)
+	if err := r.converge(ctx, s, d, desired, applied != next); err != nil {
+		return true, err
+	}
+	if s.reason == "" {
+		w := lifecycle.Workload{Exists: true, Replicas: applied, TemplateMatches: rolledOut || !r.drifted(d, desired.Annotations[v1.AnnotationSpecHash]),
+			Generation: d.Generation, ObservedGeneration: d.Status.ObservedGeneration,
+			UpdatedReplicas: d.Status.UpdatedReplicas, ReadyReplicas: d.Status.ReadyReplicas, RevisionCurrent: d.Status.Replicas == applied}
+		s.progress(rollout(w, next, f.Name))
+		r.meshWait(s)
+	}
+	return false, nil
+}
+
+// meshWait keeps a rolled-out fleet in Provisioning while its members' proxies do not match
+// the requested mesh membership: a missing injected proxy means the injector or the namespace
+// labels are wrong.
+func (r *Reconciler) meshWait(s *scope) {
+	if s.meshMixed && s.reason == v1.ReasonProvisioned {
+		s.progress(v1.ReasonProvisioning, "Waiting for member sidecars to match the requested mesh membership; verify Istio injection")
+	}
+}
+
+// ownedWorkload refuses a workload the fleet did not create: without this fleet's UID label, or
+// controlled by someone else. Such an object is never converted or adopted.
+func (r *Reconciler) ownedWorkload(s *scope, obj client.Object) bool {
+	if obj.GetLabels()[v1.LabelFleetUID] == string(s.fleet.UID) && len(obj.GetOwnerReferences()) == 0 {
+		return true
+	}
+	s.block(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists and does not belong to this fleet (no %s=%s label, or owned by another controller); it is left alone: delete or rename it, or choose another fleet name",
+		kindOf(obj), obj.GetNamespace(), obj.GetName(), v1.LabelFleetUID, s.fleet.UID))
+	return false
+}
+
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *appsv1.StatefulSet:
+		return "StatefulSet"
+	case *appsv1.Deployment:
+		return "Deployment"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
+// converge applies the desired workload with server-side apply, one field owner, only when the
+// live object is not already the operator's rendering at the desired replica count: a settled
+// fleet performs no write.
+func (r *Reconciler) converge(ctx context.Context, s *scope, live, desired client.Object, replicasChanged bool) error {
+	hash := desired.GetAnnotations()[v1.AnnotationSpecHash]
+	if !replicasChanged && !r.drifted(live, hash) {
+		return nil
+	}
+	// The read's resourceVersion makes the apply optimistic: a write since our read conflicts
+	// and the pass starts again from fresh reads.
+	desired.SetResourceVersion(live.GetResourceVersion())
+	return r.Direct.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// create creates a workload by server-side apply, so the operator's field manager owns it
+// from the first write.
+func (r *Reconciler) create(ctx context.Context, desired client.Object) error {
+	return r.Direct.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+}
+
+// rollout is the verdict of a workload that needs no other wait: rolled out and ready, or
+// what it is waiting for.
+func rollout(w lifecycle.Workload, applied int32, fleet string) (string, string) {
+	switch {
+	case !w.Observed():
+		return v1.ReasonProvisioning, "Waiting for the workload controller to observe the new spec"
+	case w.Replicas != applied:
+		return v1.ReasonProvisioning, fmt.Sprintf("Changing %s from %d to %d members", fleet, w.Replicas, applied)
+	case !w.RevisionCurrent || w.UpdatedReplicas != w.Replicas:
+		return v1.ReasonProvisioning, fmt.Sprintf("Rolling out one member at a time: %d of %d members updated", w.UpdatedReplicas, w.Replicas)
+	case w.ReadyReplicas != w.Replicas:
+		return v1.ReasonProvisioning, fmt.Sprintf("Waiting for ready replicas: %d of %d ready", w.ReadyReplicas, w.Replicas)
+	}
+	return v1.ReasonProvisioned, "Workload rolled out and all replicas ready"
+}
