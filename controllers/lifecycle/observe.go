@@ -1,0 +1,143 @@
+package lifecycle
+
+import (
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// WorkloadFacts reads a live StatefulSet. templateMatches is the reconciler's comparison of
+// the operator-owned spec other than replicas with the rendered one. A nil StatefulSet is
+// absent.
+func WorkloadFacts(s *appsv1.StatefulSet, templateMatches bool) Workload {
+	if s == nil {
+		return Workload{}
+	}
+	replicas := int32(1) // the API's default for an unset spec.replicas
+	if s.Spec.Replicas != nil {
+		replicas = *s.Spec.Replicas
+	}
+	return Workload{
+		Exists:             true,
+		Replicas:           replicas,
+		TemplateMatches:    templateMatches,
+		Generation:         s.Generation,
+		ObservedGeneration: s.Status.ObservedGeneration,
+		UpdatedReplicas:    s.Status.UpdatedReplicas,
+		ReadyReplicas:      s.Status.ReadyReplicas,
+		RevisionCurrent:    s.Status.CurrentRevision == s.Status.UpdateRevision,
+	}
+}
+
+// PodFacts reads a member Pod.
+func PodFacts(p *corev1.Pod) Pod {
+	out := Pod{
+		Exists:          true,
+		UID:             p.UID,
+		ResourceVersion: p.ResourceVersion,
+		Created:         p.CreationTimestamp.Time,
+		Scheduled:       p.Spec.NodeName != "",
+		ReadyTransition: p.CreationTimestamp.Time,
+	}
+	if p.DeletionTimestamp != nil {
+		out.Deleting, out.GraceEnds = true, p.DeletionTimestamp.Time
+	}
+	for i := range p.Status.Conditions {
+		c := &p.Status.Conditions[i]
+		switch c.Type {
+		case corev1.PodReady:
+			out.Ready = c.Status == corev1.ConditionTrue
+			if !c.LastTransitionTime.IsZero() {
+				out.ReadyTransition = c.LastTransitionTime.Time
+			}
+		case corev1.PodScheduled:
+			if c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				out.Unschedulable = true
+				out.UnschedulableSince = c.LastTransitionTime.Time
+				out.SchedulerMessage = c.Message
+			}
+		}
+	}
+	out.ConfigWait = configWait(p.Status.InitContainerStatuses)
+	if out.ConfigWait == "" {
+		out.ConfigWait = configWait(p.Status.ContainerStatuses)
+	}
+	return out
+}
+
+func configWait(statuses []corev1.ContainerStatus) string {
+	for i := range statuses {
+		if w := statuses[i].State.Waiting; w != nil && configWaits[w.Reason] {
+			return w.Reason
+		}
+	}
+	return ""
+}
+
+// ClaimFacts reads a member claim; it is Owned only when it carries fleetUID's label.
+func ClaimFacts(c *corev1.PersistentVolumeClaim, fleetUID types.UID) Claim {
+	return Claim{
+		Exists:          true,
+		UID:             c.UID,
+		ResourceVersion: c.ResourceVersion,
+		Phase:           c.Status.Phase,
+		Owned:           fleetUID != "" && c.Labels[v1.LabelFleetUID] == string(fleetUID),
+		Created:         c.CreationTimestamp.Time,
+		Terminating:     c.DeletionTimestamp != nil,
+	}
+}
+
+// AddPod records p as the Pod of the member its name designates. It reports false, and
+// records nothing, for a Pod that is not named like a member of f.Fleet.
+func (f *Facts) AddPod(p *corev1.Pod) bool {
+	i, ok := Ordinal(f.Fleet, p.Name)
+	if ok {
+		f.slot(i).Pod = PodFacts(p)
+	}
+	return ok
+}
+
+// AddClaim records c as the claim of the member its name designates. It reports false, and
+// records nothing, for a claim that is not named like a member claim of f.Fleet.
+func (f *Facts) AddClaim(c *corev1.PersistentVolumeClaim, fleetUID types.UID) bool {
+	name, ok := strings.CutPrefix(c.Name, ClaimTemplate+"-")
+	if !ok {
+		return false
+	}
+	i, ok := Ordinal(f.Fleet, name)
+	if ok {
+		f.slot(i).Claim = ClaimFacts(c, fleetUID)
+	}
+	return ok
+}
+
+func (f *Facts) slot(i int32) *Member {
+	if int(i) >= len(f.Members) {
+		f.Members = append(f.Members, make([]Member, int(i)+1-len(f.Members))...)
+	}
+	return &f.Members[i]
+}
+
+// Ordinal parses a member name, FLEET-N, into N. It refuses another fleet's names (fleet
+// "a" does not own "a-b-0"), leading zeros and ordinals of MaxMembers or more.
+func Ordinal(fleet, name string) (int32, bool) {
+	digits, ok := strings.CutPrefix(name, fleet+"-")
+	if !ok || digits == "" || len(digits) > 3 || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	for _, r := range digits {
+		if r < '0' || r > '9' {
+			return 0, false
+		}
+	}
+	n, _ := strconv.Atoi(digits) // at most three digits, checked above
+	if n >= MaxMembers {
+		return 0, false
+	}
+	return int32(n), true
+}
