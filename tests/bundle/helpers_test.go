@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/celld/celld-operator/tests/tools/bundlegen/gen"
 )
@@ -58,4 +59,13 @@ func one(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *un
 func csv(t *testing.T) *unstructured.Unstructured {
 	t.Helper()
 	return one(t, objects(t, repo(t, "bundle", "manifests", gen.PackageName+".clusterserviceversion.yaml")), "ClusterServiceVersion", "")
+}
+
+func fmtYAML(t *testing.T, v any) string {
+	t.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -64,7 +64,7 @@ func TestKustomizeDefaultRendersTheInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkManagerDeployment(t, &d)
-	if img := d.Spec.Template.Spec.Containers[0].Image; img != "images.example.invalid/celld/celld-operator:0.1.0" {
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "celld-operator:0.1.0" {
 		t.Errorf("the images transformer did not set the operator image: %s", img)
 	}
 }

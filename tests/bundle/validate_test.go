@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/operator-framework/api/pkg/manifests"
 	"github.com/operator-framework/api/pkg/validation"
 	"github.com/operator-framework/api/pkg/validation/errors"
@@ -101,4 +105,56 @@ func describe(e errors.Error) string {
 		s += " (value " + strings.ReplaceAll(fmt.Sprint(e.BadValue), "\n", " ") + ")"
 	}
 	return s
+}
+
+// TestCSVInstallStrategy checks what the generator derived from config/: the hardened manager
+// Deployment with the release image, leader election in permissions, and cluster-wide rules
+// that include the fleet-namespace rules, which AllNamespaces installs need.
+func TestCSVInstallStrategy(t *testing.T) {
+	c := csv(t)
+	deployments, _, _ := unstructured.NestedSlice(c.Object, "spec", "install", "spec", "deployments")
+	if len(deployments) != 1 {
+		t.Fatalf("the CSV installs %d Deployments, want 1", len(deployments))
+	}
+	spec, _, _ := unstructured.NestedMap(deployments[0].(map[string]any), "spec")
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"spec": spec}, &d); err != nil {
+		t.Fatal(err)
+	}
+	checkManagerDeployment(t, &d)
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != c.GetAnnotations()["containerImage"] {
+		t.Errorf("the Deployment runs %s, the CSV's containerImage is %s", img, c.GetAnnotations()["containerImage"])
+	}
+	if !hasEnvFieldRef(d, "WATCH_NAMESPACE", "metadata.annotations['olm.targetNamespaces']") {
+		t.Error("WATCH_NAMESPACE must come from the olm.targetNamespaces annotation")
+	}
+	perm := func(kind string) []any {
+		p, _, _ := unstructured.NestedSlice(c.Object, "spec", "install", "spec", kind)
+		if len(p) != 1 {
+			t.Fatalf("%s has %d entries, want 1", kind, len(p))
+		}
+		rules, _, _ := unstructured.NestedSlice(p[0].(map[string]any), "rules")
+		return rules
+	}
+	cluster, namespaced := perm("clusterPermissions"), perm("permissions")
+	want := len(objects(t, repo(t, "config", "rbac", "role.yaml"))[0].Object["rules"].([]any)) +
+		len(objects(t, repo(t, "config", "rbac", "fleet_namespace_role.yaml"))[0].Object["rules"].([]any))
+	if len(cluster) != want {
+		t.Errorf("clusterPermissions has %d rules, want the ClusterRole's and the fleet Role's %d", len(cluster), want)
+	}
+	if len(namespaced) != 2 {
+		t.Errorf("permissions has %d rules, want the 2 leader-election rules", len(namespaced))
+	}
+	if skip := c.GetAnnotations()["olm.skipRange"]; !strings.HasPrefix(skip, ">=") || !strings.HasSuffix(skip, "<"+c.Object["spec"].(map[string]any)["version"].(string)) {
+		t.Errorf("olm.skipRange %q does not end below the CSV version", skip)
+	}
+}
+
+func hasEnvFieldRef(d appsv1.Deployment, name, path string) bool {
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == path {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,260 @@
+package bundle
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+)
+
+const chartDir = "helm-charts/celld-operator"
+
+// render renders the chart the way `helm template --include-crds` does: values coalesced
+// and validated against values.schema.json, templates rendered by the engine in strict
+// mode, CRDs from crds/ first.
+func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	chrt, err := loader.Load(repo(t, chartDir))
+	if err != nil {
+		t.Fatalf("load the chart: %v", err)
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+	if err := chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, caps.KubeVersion.String()); !err {
+		t.Fatalf("the chart's kubeVersion %q refuses Kubernetes %s", chrt.Metadata.KubeVersion, caps.KubeVersion)
+	}
+	top, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{Name: "celld-operator", Namespace: "celld-system", IsInstall: true}, caps)
+	if err != nil {
+		return nil, err
+	}
+	var e engine.Engine
+	e.Strict = true
+	files, err := e.Render(chrt, top)
+	if err != nil {
+		return nil, err
+	}
+	var manifest strings.Builder
+	for _, crd := range chrt.CRDObjects() {
+		manifest.WriteString("---\n")
+		manifest.Write(crd.File.Data)
+		manifest.WriteString("\n")
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if strings.HasSuffix(name, "NOTES.txt") || strings.HasPrefix(filepath.Base(name), "_") {
+			continue
+		}
+		manifest.WriteString("---\n")
+		manifest.WriteString(files[name])
+		manifest.WriteString("\n")
+	}
+	path := filepath.Join(t.TempDir(), "rendered.yaml")
+	if err := os.WriteFile(path, []byte(manifest.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return objects(t, path), nil
+}
+
+func mustRender(t *testing.T, vals map[string]any) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := render(t, vals)
+	if err != nil {
+		t.Fatalf("render the chart: %v", err)
+	}
+	return objs
+}
+
+func kinds(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// TestChartDefaults renders the default values: CRDs, identity, RBAC, a hardened operator,
+// and neither fleet Roles nor monitoring objects.
+func TestChartDefaults(t *testing.T) {
+	objs := mustRender(t, nil)
+	if n := len(kinds(objs, "CustomResourceDefinition")); n != 2 {
+		t.Errorf("the chart renders %d CRDs, want 2", n)
+	}
+	one(t, objs, "ServiceAccount", "celld-operator")
+	one(t, objs, "ClusterRole", "celld-operator")
+	one(t, objs, "ClusterRoleBinding", "celld-operator")
+	one(t, objs, "Role", "celld-operator-leader-election")
+	for _, kind := range []string{"Service", "ServiceMonitor", "PrometheusRule"} {
+		if n := len(kinds(objs, kind)); n != 0 {
+			t.Errorf("metrics are off by default, yet %d %s objects render", n, kind)
+		}
+	}
+	if n := len(kinds(objs, "Role")); n != 1 {
+		t.Errorf("without fleetNamespaces only the leader-election Role renders, got %d Roles", n)
+	}
+	d := deployment(t, objs)
+	checkManagerDeployment(t, d)
+	args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
+	for _, want := range []string{"--metrics-bind-address=0", "--network-policy-enforced=false", "--member-replacement-delay=10m",
+		"--operator-namespace=celld-system", "--operator-service-account=celld-operator", "--storage-provisioners=ebs.csi.aws.com"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("operator args %q lack %s", args, want)
+		}
+	}
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "celld-operator:0.1.0" {
+		t.Errorf("image = %s, want the repository with the appVersion tag", img)
+	}
+}
+
+// TestChartFleetNamespacesAndMetrics renders fleet namespaces, metrics, the ServiceMonitor and
+// the alerts, a digest and Istio injection.
+func TestChartFleetNamespacesAndMetrics(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	objs := mustRender(t, map[string]any{
+		"fleetNamespaces":        []any{"fleets-a", "fleets-b"},
+		"networkPolicyEnforced":  true,
+		"memberReplacementDelay": "15m",
+		"podLabels":              map[string]any{"sidecar.istio.io/inject": "true"},
+		"image":                  map[string]any{"repository": "images.example.invalid/celld/celld-operator", "digest": digest},
+		"metrics": map[string]any{"enabled": true, "port": 8084,
+			"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}},
+	})
+	for _, ns := range []string{"fleets-a", "fleets-b"} {
+		var role, binding bool
+		for _, o := range objs {
+			role = role || (o.GetKind() == "Role" && o.GetNamespace() == ns && o.GetName() == "celld-operator-fleet")
+			binding = binding || (o.GetKind() == "RoleBinding" && o.GetNamespace() == ns && o.GetName() == "celld-operator-fleet")
+		}
+		if !role || !binding {
+			t.Errorf("namespace %s lacks the celld-operator-fleet Role (%v) or RoleBinding (%v)", ns, role, binding)
+		}
+	}
+	one(t, objs, "Service", "celld-operator-metrics")
+	one(t, objs, "ServiceMonitor", "celld-operator")
+	rule := one(t, objs, "PrometheusRule", "celld-operator")
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	text := strings.Join(strings.Fields(fmtYAML(t, groups)), " ")
+	for _, want := range []string{"alert: CelldFleetBlocked", "celld_fleet_blocked_age_seconds) > 900", "severity: warning",
+		"alert: CelldFleetUnavailable", "celld_fleet_ready_replicas) == 0", "celld_fleet_applied_replicas) > 0", "severity: critical", "for: 5m"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the PrometheusRule lacks %q", want)
+		}
+	}
+	d := deployment(t, objs)
+	checkManagerDeployment(t, d)
+	c := d.Spec.Template.Spec.Containers[0]
+	args := strings.Join(c.Args, " ")
+	for _, want := range []string{"--metrics-bind-address=:8084", "--network-policy-enforced=true", "--member-replacement-delay=15m"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("operator args %q lack %s", args, want)
+		}
+	}
+	if c.Image != "images.example.invalid/celld/celld-operator@"+digest {
+		t.Errorf("image = %s, want the digest reference", c.Image)
+	}
+	if d.Spec.Template.Labels["sidecar.istio.io/inject"] != "true" {
+		t.Error("podLabels did not reach the operator Pods")
+	}
+}
+
+// TestChartSchemaRefusesBadValues: values.schema.json is the chart's admission.
+func TestChartSchemaRefusesBadValues(t *testing.T) {
+	bad := map[string]map[string]any{
+		"replicaCount 0":                   {"replicaCount": 0},
+		"replicaCount 11":                  {"replicaCount": 11},
+		"short digest":                     {"image": map[string]any{"repository": "x", "digest": "sha256:abc"}},
+		"digest without algorithm":         {"image": map[string]any{"repository": "x", "digest": strings.Repeat("a", 64)}},
+		"unknown pull policy":              {"image": map[string]any{"repository": "x", "pullPolicy": "Sometimes"}},
+		"delay not a duration":             {"memberReplacementDelay": "ten minutes"},
+		"attestation as a string":          {"networkPolicyEnforced": "yes"},
+		"fleet namespace not a DNS label":  {"fleetNamespaces": []any{"Fleets_A"}},
+		"duplicate fleet namespace":        {"fleetNamespaces": []any{"a", "a"}},
+		"ServiceMonitor without metrics":   {"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}},
+		"PrometheusRule without metrics":   {"metrics": map[string]any{"enabled": false, "prometheusRule": map[string]any{"enabled": true}}},
+		"metrics on the health port":       {"metrics": map[string]any{"enabled": true, "port": 8082}},
+		"overriding the selector label":    {"podLabels": map[string]any{"app.kubernetes.io/name": "other"}},
+		"misspelt top-level value":         {"fleetNamespace": []any{"a"}},
+		"imagePullSecrets without a name":  {"imagePullSecrets": []any{map[string]any{}}},
+		"serviceAccount annotation number": {"serviceAccount": map[string]any{"annotations": map[string]any{"a": 1}}},
+	}
+	for name, vals := range bad {
+		if _, err := render(t, vals); err == nil {
+			t.Errorf("%s: the schema accepted %v", name, vals)
+		}
+	}
+}
+
+// TestChartRBACEqualsConfig: the chart's rules are those of config/rbac (which the bundle's
+// CSV is generated from), so no install path grants more or less than another.
+func TestChartRBACEqualsConfig(t *testing.T) {
+	objs := mustRender(t, map[string]any{"fleetNamespaces": []any{"fleets"}})
+	pairs := []struct {
+		chart  *unstructured.Unstructured
+		config string
+	}{
+		{one(t, objs, "ClusterRole", "celld-operator"), "role.yaml"},
+		{one(t, objs, "Role", "celld-operator-leader-election"), "leader_election_role.yaml"},
+		{one(t, objs, "Role", "celld-operator-fleet"), "fleet_namespace_role.yaml"},
+	}
+	for _, p := range pairs {
+		cfg := objects(t, repo(t, "config", "rbac", p.config))
+		if got, want := policyRules(t, p.chart), policyRules(t, cfg[0]); !reflect.DeepEqual(got, want) {
+			t.Errorf("the chart's %s %s rules differ from config/rbac/%s:\n chart  %v\n config %v", p.chart.GetKind(), p.chart.GetName(), p.config, got, want)
+		}
+	}
+}
+
+// TestChartCRDsEqualConfig: crds/ is a byte copy of config/crd/bases (`make manifests`).
+func TestChartCRDsEqualConfig(t *testing.T) {
+	want, err := filepath.Glob(repo(t, "config", "crd", "bases", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := filepath.Glob(repo(t, chartDir, "crds", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("the chart has %d CRDs, config/crd/bases %d; run `make manifests`", len(got), len(want))
+	}
+	for _, w := range want {
+		g := repo(t, chartDir, "crds", filepath.Base(w))
+		if string(read(t, g)) != string(read(t, w)) {
+			t.Errorf("%s differs from config/crd/bases; run `make manifests`", g)
+		}
+	}
+}
+
+func policyRules(t *testing.T, role *unstructured.Unstructured) []rbacv1.PolicyRule {
+	t.Helper()
+	var r rbacv1.ClusterRole
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(role.Object, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Rules
+}
+
+func deployment(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(one(t, objs, "Deployment", "celld-operator").Object, &d); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
