@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 // apiServer returns a client of the shared test API server with the Gateway API HTTPRoute CRD
 // and Istio's security CRDs installed. KUBEBUILDER_ASSETS defaults to the repository's bin/,
 // where the Makefile (tests/tools/install.sh) builds etcd and kube-apiserver.
-func apiServer(t *testing.T) client.Client {
+func apiServer(t testing.TB) client.Client {
 	t.Helper()
 	envOnce.Do(func() {
 		assets := os.Getenv("KUBEBUILDER_ASSETS")
@@ -82,7 +82,7 @@ func apiServer(t *testing.T) client.Client {
 }
 
 // newNamespace gives each test its own namespace, so tests never see each other's children.
-func newNamespace(t *testing.T, c client.Client) string {
+func newNamespace(t testing.TB, c client.Client) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-" + rand.String(8)}}
 	if err := c.Create(context.Background(), ns); err != nil {
@@ -92,7 +92,7 @@ func newNamespace(t *testing.T, c client.Client) string {
 }
 
 // fleetIn loads a sample as a fleet in ns with a fresh UID, as the API server would assign.
-func fleetIn(t *testing.T, sample, ns string) *v1.CelldFleet {
+func fleetIn(t testing.TB, sample, ns string) *v1.CelldFleet {
 	t.Helper()
 	f := loadSample(t, filepath.Join("..", "..", "config", "samples", sample+".yaml"))
 	f.Namespace = ns

@@ -1,6 +1,7 @@
 package children
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -32,6 +34,7 @@ const FieldOwner = "celld-operator"
 // hash and a copy instead of a template run. It is safe for concurrent use.
 type Renderer struct {
 	chart     *chart.Chart
+	schema    *jsonschema.Schema
 	overrides map[string]string
 
 	mu      sync.Mutex
@@ -51,7 +54,11 @@ func NewRenderer(w Watch) (*Renderer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Renderer{chart: c, overrides: w.OverrideValues, cache: map[types.UID]cachedRender{}}, nil
+	schema, err := compileSchema(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Renderer{chart: c, schema: schema, overrides: w.OverrideValues, cache: map[types.UID]cachedRender{}}, nil
 }
 
 // NewFleetRenderer is NewRenderer for helm-charts/celld-fleet without overrides.
@@ -129,10 +136,19 @@ func valuesKey(vals map[string]any) (string, error) {
 }
 
 func (r *Renderer) render(f *v1.CelldFleet, vals map[string]any) ([]*unstructured.Unstructured, error) {
-	top, err := chartutil.ToRenderValues(r.chart, vals,
-		chartutil.ReleaseOptions{Name: f.Name, Namespace: f.Namespace, IsInstall: true}, nil)
+	// Helm compiles values.schema.json on every call, a third of a render; the schema was
+	// compiled once in NewRenderer, so Helm's own validation is skipped and this one runs on
+	// the same coalesced values.
+	top, err := chartutil.ToRenderValuesWithSchemaValidation(r.chart, vals,
+		chartutil.ReleaseOptions{Name: f.Name, Namespace: f.Namespace, IsInstall: true}, nil, true)
 	if err != nil {
 		return nil, fmt.Errorf("chart %s values: %w", r.chart.Name(), err)
+	}
+	if r.schema != nil {
+		coalesced, _ := top["Values"].(chartutil.Values)
+		if err := r.schema.Validate(coalesced.AsMap()); err != nil {
+			return nil, fmt.Errorf("chart %s values do not meet values.schema.json: %w", r.chart.Name(), err)
+		}
 	}
 	rendered, err := engine.Engine{Strict: true}.Render(r.chart, top)
 	if err != nil {
@@ -224,6 +240,28 @@ func stamp(u *unstructured.Unstructured, f *v1.CelldFleet) error {
 	ann[v1.AnnotationSpecHash] = hex.EncodeToString(sum[:16])
 	u.SetAnnotations(ann)
 	return nil
+}
+
+// compileSchema compiles the chart's values.schema.json once; nil when the chart has none.
+// Remote references are not loaded: the schema must be self-contained.
+func compileSchema(c *chart.Chart) (*jsonschema.Schema, error) {
+	if len(c.Schema) == 0 {
+		return nil, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(c.Schema))
+	if err != nil {
+		return nil, fmt.Errorf("chart %s values.schema.json: %w", c.Name(), err)
+	}
+	compiler := jsonschema.NewCompiler()
+	const url = "file:///values.schema.json"
+	if err := compiler.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("chart %s values.schema.json: %w", c.Name(), err)
+	}
+	schema, err := compiler.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s values.schema.json: %w", c.Name(), err)
+	}
+	return schema, nil
 }
 
 func deepCopyAll(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
