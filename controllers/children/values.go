@@ -148,7 +148,10 @@ func routingValues(f *v1.CelldFleet) map[string]any {
 }
 
 // meshValues reads spec.mesh.istio, or for a fleet that left the mesh the control plane it
-// remembered, so istiod egress points at the right namespace until the last proxy exits.
+// remembered (the celld.eric.dev/istio-control-plane annotation's value), so istiod egress
+// points at the right namespace until the last proxy exits. A departing fleet keeps the
+// default AllowAll: its remaining proxies belong to members being rolled out of the mesh, and
+// outside the mesh 8080 is open to every caller the NetworkPolicy admits.
 func meshValues(f *v1.CelldFleet) map[string]any {
 	v := map[string]any{
 		"enabled":               false,
@@ -165,8 +168,6 @@ func meshValues(f *v1.CelldFleet) map[string]any {
 		}
 		return v
 	}
-	// A departing fleet's remaining proxies are meshed members being rolled out: 8080 stays
-	// open to them as it will be outside the mesh.
 	if ns := f.Annotations[v1.AnnotationIstioControlPlane]; ns != "" && dnsLabel(ns) {
 		v["controlPlaneNamespace"] = ns
 	}
