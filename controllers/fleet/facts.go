@@ -35,8 +35,8 @@ func (r *Reconciler) facts(s *scope, desired *appsv1.StatefulSet) lifecycle.Fact
 	for i := range s.pods {
 		lf.AddPod(&s.pods[i])
 	}
-	for i := range s.claims {
-		lf.AddClaim(&s.claims[i], f.UID)
+	for i := range s.namedClaims {
+		lf.AddClaim(&s.namedClaims[i], f.UID)
 	}
 	return lf
 }

@@ -46,11 +46,18 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	})
 	slices.SortFunc(s.pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	if f.Spec.Profile == v1.ProfilePersistentFleet {
+		// Every claim of the namespace, not only the fleet's: a claim at a member's name
+		// without the fleet's label must be seen to be refused (StorageIdentityConflict).
 		claims := &corev1.PersistentVolumeClaimList{}
-		if err := r.Direct.List(ctx, claims, client.InNamespace(f.Namespace), owned); err != nil {
+		if err := r.Direct.List(ctx, claims, client.InNamespace(f.Namespace)); err != nil {
 			return true, err
 		}
-		s.claims = claims.Items
+		s.namedClaims = claims.Items
+		for _, c := range claims.Items {
+			if c.Labels[v1.LabelFleetUID] == string(f.UID) {
+				s.claims = append(s.claims, c)
+			}
+		}
 	}
 	return false, nil
 }

@@ -122,7 +122,10 @@ type scope struct {
 	sts    *appsv1.StatefulSet
 	deploy *appsv1.Deployment
 	pods   []corev1.Pod
-	claims []corev1.PersistentVolumeClaim
+	// claims carry the fleet's UID label; namedClaims are every claim of the namespace, for the
+	// planner, which refuses a claim at a member's name that is not the fleet's.
+	claims      []corev1.PersistentVolumeClaim
+	namedClaims []corev1.PersistentVolumeClaim
 
 	// The lifecycle verdict of the pass: one reason and message explain Ready, Progressing
 	// and Blocked together (reference §1.19).

@@ -137,18 +137,33 @@ func kindOf(obj client.Object) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// converge applies the desired workload with server-side apply, one field owner, only when the
-// live object is not already the operator's rendering at the desired replica count: a settled
-// fleet performs no write.
+// converge writes the operator-owned spec (replicas, template, strategy, claim retention)
+// onto the live workload, only when it is not already the operator's rendering at the desired
+// replica count: a settled fleet performs no write. It is an Update carrying the read's
+// resourceVersion, not a server-side apply, because a hand edit that added fields must be
+// undone too, and an apply leaves other managers' fields in place.
 func (r *Reconciler) converge(ctx context.Context, s *scope, live, desired client.Object, replicasChanged bool) error {
 	hash := desired.GetAnnotations()[v1.AnnotationSpecHash]
 	if !replicasChanged && !r.drifted(live, hash) {
 		return nil
 	}
-	// The read's resourceVersion makes the apply optimistic: a write since our read conflicts
-	// and the pass starts again from fresh reads.
-	desired.SetResourceVersion(live.GetResourceVersion())
-	return r.Direct.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	switch l := live.(type) {
+	case *appsv1.StatefulSet:
+		d := desired.(*appsv1.StatefulSet)
+		l.Spec.Replicas, l.Spec.Template, l.Spec.UpdateStrategy = d.Spec.Replicas, d.Spec.Template, d.Spec.UpdateStrategy
+		l.Spec.PersistentVolumeClaimRetentionPolicy = d.Spec.PersistentVolumeClaimRetentionPolicy
+		l.Spec.PodManagementPolicy = d.Spec.PodManagementPolicy
+	case *appsv1.Deployment:
+		d := desired.(*appsv1.Deployment)
+		l.Spec.Replicas, l.Spec.Template, l.Spec.Strategy = d.Spec.Replicas, d.Spec.Template, d.Spec.Strategy
+	}
+	ann := live.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[v1.AnnotationSpecHash] = hash
+	live.SetAnnotations(ann)
+	return r.Direct.Update(ctx, live, client.FieldOwner(FieldOwner))
 }
 
 // create creates a workload by server-side apply, so the operator's field manager owns it

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/controllers/fleet"
+	"github.com/celld/celld-operator/tests/e2e/framework"
+	"github.com/celld/celld-operator/tests/localcluster"
+)
+
+// The operator's timers, shortened so every self-healing row runs in seconds. The seeds'
+// defaults are 10 minutes, 5 minutes and 2 minutes.
+var e2eOptions = func() fleet.Options {
+	o := fleet.DefaultOptions()
+	o.NetworkPolicyEnforced = true
+	o.StorageProvisioners = []string{localcluster.ProvisionerName}
+	o.MemberReplacementDelay = 20 * time.Second
+	o.AbsorbWindow = 8 * time.Second
+	o.TerminationMargin = 5 * time.Second
+	o.RequeuePeriod = time.Second
+	o.NodeLossTolerationSeconds = new(int64(5))
+	return o
+}()
+
+func init() {
+	framework.StartOperator = startOperator
+}
+
+// startOperator installs the CRDs and runs the operator in-process until ctx ends. Its direct
+// client records every delete it issues in a journal that every Ginkgo process can read: the
+// safety monitor checks each spec's namespace against it.
+func startOperator(ctx context.Context, cfg *rest.Config) error {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(false), zap.WriteTo(logFile("operator.log"))))
+	if err := installCRDs(ctx, cfg); err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1.AddToScheme(scheme)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		return err
+	}
+	watches, err := children.LoadWatches(os.DirFS(filepath.Join("..", "..")), "watches.yaml")
+	if err != nil {
+		return err
+	}
+	r, err := fleet.New(mgr, e2eOptions, watches)
+	if err != nil {
+		return err
+	}
+	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme, Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	r.Direct = journaled(direct)
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(logFile("operator.log"), "operator stopped:", err)
+		}
+	}()
+	return nil
+}
+
+func installCRDs(ctx context.Context, cfg *rest.Config) error {
+	scheme := runtime.NewScheme()
+	_ = apiextensionsv1.AddToScheme(scheme)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	// The fleet CRDs, and the optional APIs the Helm half uses: Gateway API HTTPRoute (from the
+	// sigs.k8s.io/gateway-api module) and Istio's security CRDs, so routing and mesh specs run.
+	files, _ := filepath.Glob(filepath.Join("..", "..", "config", "crd", "bases", "*.yaml"))
+	optional, _ := filepath.Glob(filepath.Join("..", "..", "controllers", "children", "testdata", "crds", "*.yaml"))
+	files = append(files, optional...)
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, crd); client.IgnoreAlreadyExists(err) != nil {
+			return err
+		}
+	}
+	for _, name := range []string{"celldfleets.celld.eric.dev", "celldstoragereservations.celld.eric.dev"} {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			return c.Get(ctx, client.ObjectKey{Name: name}, crd) == nil && established(crd), nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteRecord is one delete the operator issued.
+type deleteRecord struct {
+	Kind      string    `json:"kind"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	At        time.Time `json:"at"`
+	Force     bool      `json:"force,omitempty"`
+}
+
+var journalMu sync.Mutex
+
+// journaled wraps the operator's client so every Pod and claim delete lands in
+// .artifacts/operator-deletes.jsonl, shared by every Ginkgo process.
+func journaled(c client.WithWatch) client.Client {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Delete: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			kind := ""
+			switch obj.(type) {
+			case *corev1.Pod:
+				kind = "Pod"
+			case *corev1.PersistentVolumeClaim:
+				kind = "PersistentVolumeClaim"
+			}
+			err := cl.Delete(ctx, obj, opts...)
+			if kind != "" && err == nil {
+				do := &client.DeleteOptions{}
+				do.ApplyOptions(opts)
+				rec := deleteRecord{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), At: time.Now(),
+					Force: do.GracePeriodSeconds != nil && *do.GracePeriodSeconds == 0}
+				line, _ := json.Marshal(rec)
+				journalMu.Lock()
+				f := logFile("operator-deletes.jsonl")
+				_, _ = f.Write(append(line, '\n'))
+				journalMu.Unlock()
+			}
+			return err
+		},
+	})
+}
+
+var logFiles sync.Map
+
+func logFile(name string) *os.File {
+	path := filepath.Join(artifactsDir(), name)
+	if f, ok := logFiles.Load(path); ok {
+		return f.(*os.File)
+	}
+	_ = os.MkdirAll(filepath.Dir(path), 0o755)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		panic(err)
+	}
+	actual, _ := logFiles.LoadOrStore(path, f)
+	return actual.(*os.File)
+}
+
+func artifactsDir() string {
+	if d := os.Getenv("CELLD_E2E_ARTIFACTS"); d != "" {
+		return d
+	}
+	abs, _ := filepath.Abs(".artifacts")
+	return abs
+}

@@ -1,0 +1,218 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/reservation"
+	"github.com/celld/celld-operator/tests/e2e/framework"
+)
+
+var _ = Describe("PersistentFleet lifecycle", func() {
+	var ns string
+	const name = "pf"
+	BeforeEach(func(ctx context.Context) { ns = fleetNamespace(ctx, "pf") })
+
+	It("creates a fleet that becomes Ready with one member per zone on retained disks, and then writes nothing", func(ctx context.Context) {
+		f := persistentFleet(ns, name, 3)
+		Expect(kube().Create(ctx, f)).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+
+		zones := map[string]bool{}
+		for i := range 3 {
+			p := framework.Pod(ctx, ns, fmt.Sprintf("%s-%d", name, i))
+			zones[framework.NodeZone(ctx, p.Spec.NodeName)] = true
+		}
+		Expect(zones).To(HaveLen(3), "Strict placement puts one member in each zone")
+		for i := range 3 {
+			c := &corev1.PersistentVolumeClaim{}
+			Expect(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("data-%s-%d", name, i)}, c)).To(Succeed())
+			Expect(c.Labels).To(HaveKeyWithValue(v1.LabelFleetUID, string(getFleet(ctx, ns, name).UID)))
+		}
+		for _, obj := range []client.Object{&corev1.Service{}, &networkingv1.NetworkPolicy{}, &policyv1.PodDisruptionBudget{}} {
+			Expect(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)).To(Succeed(), "%T %s", obj, name)
+		}
+		Expect(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name + "-peers"}, &corev1.Service{})).To(Succeed())
+		res := &v1.CelldStorageReservation{}
+		Expect(kube().Get(ctx, types.NamespacedName{Name: reservation.Name(f.Spec.Storage.Bucket, "")}, res)).To(Succeed())
+		Expect(res.Spec.FleetUID).To(Equal(string(getFleet(ctx, ns, name).UID)))
+
+		// A settled fleet's reconciles (every second here) write nothing.
+		before := getFleet(ctx, ns, name).ResourceVersion
+		stsBefore := statefulSetOf(ctx, ns, name).ResourceVersion
+		Consistently(ctx, func(g Gomega) {
+			g.Expect(getFleet(ctx, ns, name).ResourceVersion).To(Equal(before), "a settled fleet's status was rewritten")
+			g.Expect(statefulSetOf(ctx, ns, name).ResourceVersion).To(Equal(stsBefore), "a settled fleet's StatefulSet was rewritten")
+		}).WithTimeout(5 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		expectNoOperatorDeletes(ns, "creation")
+	})
+
+	It("rolls a new restartToken one member at a time, highest ordinal first, on the same disks", func(ctx context.Context) {
+		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		claims := claimUIDs(ctx, ns)
+		uids := map[int]types.UID{}
+		for i := range 3 {
+			uids[i] = podUID(ctx, ns, fmt.Sprintf("%s-%d", name, i))
+		}
+
+		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"restartToken":"r1"}}}`)
+		var replaced []int
+		framework.EventuallyWithin(ctx, 2*framework.Medium, func(g Gomega) {
+			for i := 2; i >= 0; i-- {
+				if !containsInt(replaced, i) && podUID(ctx, ns, fmt.Sprintf("%s-%d", name, i)) != uids[i] {
+					replaced = append(replaced, i)
+				}
+			}
+			g.Expect(membersDown(ctx, ns, name, 3)).To(BeNumerically("<=", 1), "a rollout must take down at most one member")
+			g.Expect(replaced).To(HaveLen(3))
+		}).Should(Succeed())
+		Expect(replaced).To(Equal([]int{2, 1, 0}), "members restart highest ordinal first")
+		waitFleetReady(ctx, ns, name, 3)
+		p := framework.Pod(ctx, ns, name+"-0")
+		Expect(p.Annotations).To(HaveKeyWithValue(v1.AnnotationRestartToken, "r1"))
+		Expect(claimUIDs(ctx, ns)).To(Equal(claims), "a restart keeps every disk")
+		expectNoOperatorDeletes(ns, "a rolling restart")
+	})
+
+	It("scales in one member at a time keeping the claim, and grows back onto the kept disk", func(ctx context.Context) {
+		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		claims := claimUIDs(ctx, ns)
+
+		patchFleet(ctx, ns, name, `{"spec":{"replicas":3}}`)
+		scale(ctx, ns, name, 4)
+		waitFleetReady(ctx, ns, name, 4)
+		scale(ctx, ns, name, 3)
+		framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
+			g.Expect(*statefulSetOf(ctx, ns, name).Spec.Replicas).To(Equal(int32(3)))
+			g.Expect(framework.Pod(ctx, ns, name+"-3")).To(BeNil())
+		}).Should(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		kept := claimUIDs(ctx, ns)
+		Expect(kept).To(HaveKey("data-" + name + "-3"), "scale-in keeps the removed member's claim")
+
+		scale(ctx, ns, name, 4)
+		waitFleetReady(ctx, ns, name, 4)
+		Expect(claimUIDs(ctx, ns)).To(Equal(kept), "growth reattaches the kept claim")
+		for k, uid := range claims {
+			Expect(kept[k]).To(Equal(uid))
+		}
+		expectNoOperatorDeletes(ns, "scaling")
+	})
+
+	It("refuses to grow onto a claim that does not belong to the fleet (StorageIdentityConflict)", func(ctx context.Context) {
+		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		foreign := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-" + name + "-3"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceGi(1)}}},
+		}
+		Expect(kube().Create(ctx, foreign)).To(Succeed())
+		scale(ctx, ns, name, 4)
+		framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
+			g.Expect(condition(ctx, ns, name, v1.ConditionBlocked)).To(Equal("True/" + v1.ReasonStorageIdentityConflict))
+		}).Should(Succeed())
+		Expect(*statefulSetOf(ctx, ns, name).Spec.Replicas).To(Equal(int32(3)), "no member is added")
+		Expect(conditionMessage(getFleet(ctx, ns, name), v1.ConditionBlocked)).To(ContainSubstring("data-" + name + "-3"))
+	})
+
+	It("pauses workload changes and applies them in one step when resumed", func(ctx context.Context) {
+		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"paused":true}}}`)
+		framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
+			g.Expect(condition(ctx, ns, name, v1.ConditionMaintenancePaused)).To(Equal("True/" + v1.ReasonMaintenancePaused))
+		}).Should(Succeed())
+		rv := statefulSetOf(ctx, ns, name).ResourceVersion
+		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"paused":true,"restartToken":"while-paused"}}}`)
+		Consistently(ctx, func() string { return statefulSetOf(ctx, ns, name).ResourceVersion }).
+			WithTimeout(4*time.Second).WithPolling(500*time.Millisecond).Should(Equal(rv), "a paused fleet's workload was written")
+
+		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"paused":false}}}`)
+		framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
+			sts := statefulSetOf(ctx, ns, name)
+			g.Expect(sts.Spec.Template.Annotations).To(HaveKeyWithValue(v1.AnnotationRestartToken, "while-paused"))
+		}).Should(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		expectNoOperatorDeletes(ns, "pause and resume")
+	})
+
+	It("restores a hand-edited template and recreates a deleted StatefulSet on its disks", func(ctx context.Context) {
+		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		claims := claimUIDs(ctx, ns)
+		sts := statefulSetOf(ctx, ns, name)
+		sts.Spec.Template.Annotations = map[string]string{"hand-edit": "1"}
+		Expect(kube().Update(ctx, sts, client.FieldOwner("kubectl-edit"))).To(Succeed())
+		framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
+			g.Expect(statefulSetOf(ctx, ns, name).Spec.Template.Annotations).NotTo(HaveKey("hand-edit"))
+		}).Should(Succeed())
+
+		orphan := metav1.DeletePropagationOrphan
+		Expect(kube().Delete(ctx, statefulSetOf(ctx, ns, name), &client.DeleteOptions{PropagationPolicy: &orphan})).To(Succeed())
+		framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
+			s := &appsv1.StatefulSet{}
+			g.Expect(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)).To(Succeed())
+			g.Expect(s.DeletionTimestamp).To(BeNil())
+		}).Should(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		Expect(claimUIDs(ctx, ns)).To(Equal(claims), "the recreated StatefulSet uses the existing claims")
+	})
+
+	It("deletes the workload, then every claim, then the finalizer; the reservation stays", func(ctx context.Context) {
+		f := persistentFleet(ns, name, 4)
+		Expect(kube().Create(ctx, f)).To(Succeed())
+		waitFleetReady(ctx, ns, name, 4)
+		scale(ctx, ns, name, 3) // a removed member's claim must go too
+		waitFleetReady(ctx, ns, name, 3)
+		Expect(claimUIDs(ctx, ns)).To(HaveLen(4))
+		Expect(kube().Delete(ctx, getFleet(ctx, ns, name))).To(Succeed())
+		framework.EventuallyWithin(ctx, 2*framework.Medium, func(g Gomega) {
+			err := kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &v1.CelldFleet{})
+			g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+			g.Expect(err).To(HaveOccurred(), "the fleet is gone once its workload and disks are")
+		}).Should(Succeed())
+		Expect(claimUIDs(ctx, ns)).To(BeEmpty(), "fleet deletion removes every claim")
+		Expect(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &appsv1.StatefulSet{})).NotTo(Succeed())
+		res := &v1.CelldStorageReservation{}
+		Expect(kube().Get(ctx, types.NamespacedName{Name: reservation.Name(f.Spec.Storage.Bucket, "")}, res)).To(Succeed(), "the bucket reservation is permanent")
+	})
+})
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func scale(ctx context.Context, ns, name string, n int32) {
+	GinkgoHelper()
+	patchFleet(ctx, ns, name, fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
+}
+
+func conditionMessage(f *v1.CelldFleet, t string) string {
+	for _, c := range f.Status.Conditions {
+		if c.Type == t {
+			return c.Message
+		}
+	}
+	return ""
+}
