@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,12 +104,17 @@ func installCRDs(ctx context.Context, cfg *rest.Config) error {
 		if err != nil {
 			return err
 		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(data, crd); err != nil {
-			return err
-		}
-		if err := c.Create(ctx, crd); client.IgnoreAlreadyExists(err) != nil {
-			return err
+		for _, doc := range strings.Split(string(data), "\n---") {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := yaml.Unmarshal([]byte(doc), crd); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+			if crd.Name == "" {
+				continue
+			}
+			if err := c.Create(ctx, crd); client.IgnoreAlreadyExists(err) != nil {
+				return err
+			}
 		}
 	}
 	for _, name := range []string{"celldfleets.celld.eric.dev", "celldstoragereservations.celld.eric.dev"} {
