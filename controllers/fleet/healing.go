@@ -114,7 +114,7 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 		return err
 	}
 	if r.AfterReplacementPodDelete != nil {
-		r.AfterReplacementPodDelete()
+		r.AfterReplacementPodDelete(pod.Namespace, pod.Name)
 	}
 	return r.finishReplacement(ctx, s, pod)
 }

@@ -43,7 +43,7 @@ type Reconciler struct {
 	metrics *metrics
 	// AfterReplacementPodDelete, a test hook, runs after a replacement deleted its victim Pod
 	// and before it commits and deletes the claim: crash tests stop the operator there.
-	AfterReplacementPodDelete func()
+	AfterReplacementPodDelete func(namespace, pod string)
 }
 
 // phase is one step of a reconcile. It records what it decided on the scope and says whether

@@ -76,6 +76,7 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	r.Direct = journaled(direct)
+	r.AfterReplacementPodDelete = crashIfArmed
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -200,4 +201,15 @@ func artifactsDir() string {
 	}
 	abs, _ := filepath.Abs(".artifacts")
 	return abs
+}
+
+// crashIfArmed stops a reconcile dead between a replacement's Pod delete and its claim delete,
+// as a process crash would, when a spec armed it for the namespace (the marker file is shared
+// by every Ginkgo process). controller-runtime recovers the panic; the next reconcile must
+// finish or abort the handoff and never delete a second claim.
+func crashIfArmed(namespace, pod string) {
+	marker := filepath.Join(artifactsDir(), "crash-"+namespace)
+	if os.Remove(marker) == nil {
+		panic(fmt.Sprintf("e2e: simulated operator crash after deleting replacement victim %s/%s", namespace, pod))
+	}
 }
