@@ -1,0 +1,164 @@
+package application
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// Observer is the leader-only runnable that observes every fleet's members.
+type Observer struct {
+	// Fleets lists and reads CelldFleets; the manager's cache is fine, since a fleet read a
+	// second late only delays an observation.
+	Fleets client.Reader
+	// Direct reads workloads, ReplicaSets and Pods from the API server: the membership proof
+	// needs two reads that a cache could not tell apart from one.
+	Direct client.Reader
+	// Status applies status.application and ApplicationConverged; it is the only writer.
+	Status client.SubResourceWriter
+
+	opts Options
+	log  logr.Logger
+
+	mu       sync.Mutex
+	last     map[types.UID]observed
+	inflight map[types.UID]bool
+}
+
+// observed is when a fleet was last observed and at which generation.
+type observed struct {
+	at         time.Time
+	generation int64
+}
+
+var (
+	_ manager.Runnable               = (*Observer)(nil)
+	_ manager.LeaderElectionRunnable = (*Observer)(nil)
+)
+
+// Add registers an Observer with the manager. It reads fleets from the manager's cache and
+// everything else, and status writes, through a cache-less client.
+func Add(mgr manager.Manager, o Options) error {
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("application observer client: %w", err)
+	}
+	return mgr.Add(New(mgr.GetClient(), direct, direct.Status(), o))
+}
+
+// New builds an Observer; zero Options fields take their production value.
+func New(fleets, direct client.Reader, status client.SubResourceWriter, o Options) *Observer {
+	return &Observer{Fleets: fleets, Direct: direct, Status: status, opts: o.withDefaults(),
+		log: ctrl.Log.WithName("application"), last: map[types.UID]observed{}, inflight: map[types.UID]bool{}}
+}
+
+// NeedLeaderElection is true: two replicas observing would double the load on members and
+// race each other's status.
+func (o *Observer) NeedLeaderElection() bool { return true }
+
+// Start scans the fleets every Options.Scan until ctx ends, then waits for the observations in
+// flight.
+func (o *Observer) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, o.opts.Fleets)
+	t := time.NewTicker(o.opts.Scan)
+	defer t.Stop()
+	for {
+		o.scan(ctx, &wg, slots)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// scan starts an observation of every due fleet that has a free slot; the others wait for a
+// later scan.
+func (o *Observer) scan(ctx context.Context, wg *sync.WaitGroup, slots chan struct{}) {
+	list := &v1.CelldFleetList{}
+	if err := o.Fleets.List(ctx, list); err != nil {
+		o.log.Error(err, "list CelldFleets")
+		return
+	}
+	now := o.opts.Now()
+	for i := range list.Items {
+		f := &list.Items[i]
+		o.mu.Lock()
+		last, ok := o.last[f.UID]
+		if !ok {
+			last, ok = published(f)
+		}
+		start := !o.inflight[f.UID] && due(now, o.opts.Interval, f, last, ok)
+		if start {
+			select {
+			case slots <- struct{}{}:
+				o.inflight[f.UID] = true
+			default:
+				start = false
+			}
+		}
+		o.mu.Unlock()
+		if start {
+			wg.Go(func() {
+				defer func() { <-slots }()
+				o.ObserveFleet(ctx, f)
+			})
+		}
+	}
+}
+
+// due says whether a fleet is observed now: no earlier observation, a new generation, a
+// deleting fleet, or Interval passed (reference §1.17).
+func due(now time.Time, interval time.Duration, f *v1.CelldFleet, last observed, ok bool) bool {
+	return !ok || f.Generation != last.generation || f.DeletionTimestamp != nil || now.Sub(last.at) >= interval
+}
+
+// published is the previous observation as status records it, so a newly elected leader does
+// not observe every fleet at once.
+func published(f *v1.CelldFleet) (observed, bool) {
+	c := meta.FindStatusCondition(f.Status.Conditions, v1.ConditionApplicationConverged)
+	if c == nil || f.Status.Application == nil || f.Status.Application.ObservedAt == nil {
+		return observed{}, false
+	}
+	return observed{at: f.Status.Application.ObservedAt.Time, generation: c.ObservedGeneration}, true
+}
+
+// ObserveFleet observes one fleet and publishes the result when it changed or is due for a
+// refresh. A failed API read publishes nothing: the last observation stays, with its
+// observedAt ageing, which is what clients check.
+func (o *Observer) ObserveFleet(ctx context.Context, f *v1.CelldFleet) {
+	start := o.opts.Now()
+	defer func() {
+		o.mu.Lock()
+		delete(o.inflight, f.UID)
+		o.last[f.UID] = observed{at: start, generation: f.Generation}
+		o.mu.Unlock()
+	}()
+	log := o.log.WithValues("fleet", client.ObjectKeyFromObject(f))
+	r, err := o.Observe(ctx, f)
+	if err != nil {
+		log.Error(err, "observe application")
+		return
+	}
+	if unchanged(f, r, o.opts.Now(), o.opts.Refresh) {
+		return
+	}
+	if err := o.publish(ctx, f, r); err != nil {
+		log.Error(err, "publish application status")
+		return
+	}
+	log.V(1).Info("published application observation", "status", r.Status, "reason", r.Reason,
+		"observed", r.Application.ObservedNodes, "expected", r.Application.ExpectedNodes)
+}

@@ -1,0 +1,99 @@
+package application
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// unchanged says whether publishing r would only move observedAt, and the published
+// observedAt is still younger than refresh: then the write is skipped, so a settled fleet
+// costs one status write per refresh period instead of one per collection.
+func unchanged(live *v1.CelldFleet, r Result, now time.Time, refresh time.Duration) bool {
+	app := live.Status.Application
+	c := meta.FindStatusCondition(live.Status.Conditions, v1.ConditionApplicationConverged)
+	if app == nil || app.ObservedAt == nil || c == nil || now.Sub(app.ObservedAt.Time) >= refresh {
+		return false
+	}
+	if c.Status != r.Status || c.Reason != r.Reason || c.Message != Message || c.ObservedGeneration != r.Generation {
+		return false
+	}
+	a, b := *app.DeepCopy(), *r.Application.DeepCopy()
+	a.ObservedAt, b.ObservedAt = nil, nil
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// condition is the ApplicationConverged condition of r; its transition time moves only when
+// the status does.
+func condition(live *v1.CelldFleet, r Result, now time.Time) metav1.Condition {
+	c := metav1.Condition{Type: v1.ConditionApplicationConverged, Status: r.Status, Reason: r.Reason,
+		Message: Message, ObservedGeneration: r.Generation, LastTransitionTime: metav1.Time{Time: now.Truncate(time.Second)}}
+	if prev := meta.FindStatusCondition(live.Status.Conditions, c.Type); prev != nil && prev.Status == c.Status {
+		c.LastTransitionTime = prev.LastTransitionTime
+	}
+	return c
+}
+
+// applyObject is the server-side apply body: identity, status.application and the one
+// condition, nothing else. The fleet reconciler applies the other conditions under its own
+// field manager; a field absent here is one this manager gives up, so the body must never
+// carry them. The resourceVersion makes the apply conditional on the read it was built from.
+func applyObject(live *v1.CelldFleet, r Result, now time.Time) (*unstructured.Unstructured, error) {
+	app, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r.Application)
+	if err != nil {
+		return nil, err
+	}
+	cond := condition(live, r, now)
+	c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cond)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": "CelldFleet",
+		"metadata": map[string]any{"name": live.Name, "namespace": live.Namespace, "resourceVersion": live.ResourceVersion},
+		"status":   map[string]any{"application": app, "conditions": []any{c}},
+	}}, nil
+}
+
+// conflictBackoff spreads retries over about two seconds: the reconciler writes status at most
+// once per reconcile, so a few jittered retries always find a quiet moment.
+var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 1}
+
+// publish applies r to the fleet's /status with the observer's field manager. It re-reads the
+// fleet first and writes only to the fleet it observed: server-side apply ignores a UID in the
+// body, so a fleet deleted and recreated under the same name would otherwise receive its
+// predecessor's observation. The read's resourceVersion closes the gap between the check and
+// the write; a conflict (usually the reconciler's own status write) is retried on a fresh read.
+// A fleet that is gone needs no status.
+func (o *Observer) publish(ctx context.Context, observed *v1.CelldFleet, r Result) error {
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
+		live := &v1.CelldFleet{}
+		if err := o.Direct.Get(ctx, client.ObjectKeyFromObject(observed), live); err != nil {
+			return err
+		}
+		if live.UID != observed.UID {
+			return apierrors.NewNotFound(v1.GroupVersion.WithResource("celldfleets").GroupResource(), observed.Name)
+		}
+		u, err := applyObject(live, r, o.opts.Now())
+		if err != nil {
+			return err
+		}
+		return o.Status.Patch(ctx, u, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership)
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("apply status of %s/%s: %w", observed.Namespace, observed.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package application
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+// publishedFleet is a fleet whose status already holds r, published at `at`.
+func publishedFleet(r Result, at time.Time) *v1.CelldFleet {
+	f := &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Name: "f", Namespace: "ns", UID: "u1", Generation: r.Generation}}
+	app := r.Application.DeepCopy()
+	app.ObservedAt = &metav1.Time{Time: at}
+	f.Status.Application = app
+	f.Status.Conditions = []metav1.Condition{
+		{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonProvisioned},
+		condition(f, r, at),
+	}
+	return f
+}
+
+func TestAnUnchangedObservationIsWrittenOnlyOncePerRefresh(t *testing.T) {
+	r := Aggregate(facts(2, node("f-0"), node("f-1")))
+	live := publishedFleet(r, t0.Add(-30*time.Second))
+	if !unchanged(live, r, t0, time.Minute) {
+		t.Fatal("an observation that only moves observedAt, 30 s after the last write, must not be written")
+	}
+	if unchanged(live, r, t0.Add(31*time.Second), time.Minute) {
+		t.Fatal("an observation older than the refresh period must be written again so observedAt stays fresh")
+	}
+	changed := Aggregate(facts(2, node("f-0"), node("f-1", pending(1))))
+	if unchanged(live, changed, t0, time.Minute) {
+		t.Fatal("a changed observation must be written at once")
+	}
+	moved := r
+	moved.Generation = 8
+	if unchanged(live, moved, t0, time.Minute) {
+		t.Fatal("a new fleet generation must be written at once: clients compare the condition's observedGeneration")
+	}
+	if unchanged(&v1.CelldFleet{}, r, t0, time.Minute) {
+		t.Fatal("a fleet without an observation must be written")
+	}
+}
+
+func TestTheTransitionTimeMovesOnlyWithTheStatus(t *testing.T) {
+	r := Aggregate(facts(1, node("f-0")))
+	live := publishedFleet(r, t0.Add(-time.Hour))
+	if c := condition(live, r, t0); !c.LastTransitionTime.Time.Equal(t0.Add(-time.Hour)) {
+		t.Errorf("same status: lastTransitionTime %v, want the previous %v", c.LastTransitionTime, t0.Add(-time.Hour))
+	}
+	mixed := Aggregate(facts(2, node("f-0"), node("f-1", version(verB, preB))))
+	if c := condition(live, mixed, t0); !c.LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("new status: lastTransitionTime %v, want now", c.LastTransitionTime)
+	}
+}
+
+func TestTheApplyObjectHoldsOnlyTheObserversFields(t *testing.T) {
+	r := Aggregate(facts(1, node("f-0")))
+	live := publishedFleet(r, t0)
+	live.Status.ObservedGeneration, live.Status.ReadyReplicas = 3, 1
+	u, err := applyObject(live, r, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := u.Object["status"].(map[string]any)
+	if len(status) != 2 || status["application"] == nil || status["conditions"] == nil {
+		t.Fatalf("status keys %v, want exactly application and conditions: any other field would be taken from the reconciler", keys(status))
+	}
+	conds := status["conditions"].([]any)
+	if len(conds) != 1 || conds[0].(map[string]any)["type"] != v1.ConditionApplicationConverged {
+		t.Fatalf("conditions %v, want only ApplicationConverged", conds)
+	}
+	if c := conds[0].(map[string]any); c["message"] != Message || c["observedGeneration"] != int64(r.Generation) {
+		t.Errorf("condition %v, want the fixed message and the observation's generation", c)
+	}
+	live.ResourceVersion = "42"
+	u, _ = applyObject(live, r, t0)
+	if md := u.Object["metadata"].(map[string]any); md["resourceVersion"] != "42" {
+		t.Errorf("metadata %v, want the resourceVersion of the read, so the apply is conditional on it", md)
+	}
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestDue(t *testing.T) {
+	f := &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
+	last := observed{at: t0, generation: 4}
+	cases := []struct {
+		name string
+		f    *v1.CelldFleet
+		now  time.Time
+		ok   bool
+		want bool
+	}{
+		{"never observed", f, t0, false, true},
+		{"observed 14 s ago, same generation: skipped", f, t0.Add(14 * time.Second), true, false},
+		{"observed 15 s ago: due", f, t0.Add(15 * time.Second), true, true},
+		{"new generation: due at once", &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Generation: 5}}, t0.Add(time.Second), true, true},
+		{"deleting: due at once", &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Generation: 4, DeletionTimestamp: &metav1.Time{Time: t0}}}, t0.Add(time.Second), true, true},
+	}
+	for _, c := range cases {
+		if got := due(c.now, 15*time.Second, c.f, last, c.ok); got != c.want {
+			t.Errorf("%s: due %t, want %t", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMemberIdentityNamesTheContainerIncarnation(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "f-0", UID: types.UID("p1")}}
+	p.Status.PodIP = "10.0.0.7"
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	started := metav1.NewTime(t0)
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{
+		{Name: "istio-proxy", ContainerID: "containerd://proxy", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+		{Name: "celld", ContainerID: "containerd://abc", RestartCount: 2, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}},
+	}
+	m := memberOf(p)
+	if m.identity != "p1/containerd://abc/2" || !m.ready || m.ip != "10.0.0.7" || !m.started.Equal(t0) {
+		t.Fatalf("member %+v, want identity p1/containerd://abc/2 of the celld container", m)
+	}
+	p.Status.ContainerStatuses[1].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+	if got := memberOf(p); got.identity != "" {
+		t.Fatalf("identity %q of a container that is not running, want none", got.identity)
+	}
+	a := inventory{members: []member{m}}
+	b := inventory{members: []member{m}}
+	b.members[0].identity = "p1/containerd://def/3"
+	if a.sameAs(b) {
+		t.Fatal("a restarted container must make the inventories differ")
+	}
+	c := inventory{members: []member{m}, workload: workloadFacts{replicas: 4}}
+	if a.sameAs(c) {
+		t.Fatal("a workload replica change must make the inventories differ")
+	}
+}
