@@ -21,20 +21,30 @@ import (
 func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	s.reservationName = reservation.Name(f.Spec.Storage.Bucket, f.Spec.Storage.Prefix)
-	if s.isStatefulSet() {
-		sts := &appsv1.StatefulSet{}
-		if err := r.Direct.Get(ctx, s.key, sts); err == nil {
-			s.sts = sts
+	sts, d := &appsv1.StatefulSet{}, &appsv1.Deployment{}
+	for _, w := range []struct {
+		obj  client.Object
+		into func()
+	}{{sts, func() { s.sts = sts }}, {d, func() { s.deploy = d }}} {
+		if err := r.Direct.Get(ctx, s.key, w.obj); err == nil {
+			w.into()
 		} else if !apierrors.IsNotFound(err) {
 			return true, err
 		}
-	} else {
-		d := &appsv1.Deployment{}
-		if err := r.Direct.Get(ctx, s.key, d); err == nil {
-			s.deploy = d
-		} else if !apierrors.IsNotFound(err) {
-			return true, err
-		}
+	}
+	// A workload of the other layout's kind at the fleet's name is never converted or adopted:
+	// the layout is fixed at creation, and a foreign object is left alone.
+	var other client.Object
+	switch {
+	case s.isStatefulSet() && s.deploy != nil:
+		other = s.deploy
+	case !s.isStatefulSet() && s.sts != nil:
+		other = s.sts
+	}
+	if other != nil && f.DeletionTimestamp == nil {
+		s.block(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists, but this fleet's layout runs as a %s; a layout is never converted or adopted: delete or rename the %s, or create the fleet under another name",
+			kindOf(other), f.Namespace, f.Name, layoutKind(s), kindOf(other)))
+		return true, nil
 	}
 	owned := client.MatchingLabels{v1.LabelFleetUID: string(f.UID)}
 	pods := &corev1.PodList{}
@@ -60,6 +70,13 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+func layoutKind(s *scope) string {
+	if s.isStatefulSet() {
+		return "StatefulSet"
+	}
+	return "Deployment"
 }
 
 // validate fails closed on a fleet that bypassed admission.

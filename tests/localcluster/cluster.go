@@ -74,6 +74,8 @@ type Cluster struct {
 	wg       sync.WaitGroup
 	sim      *celldsim.Simulator
 	stopOnce sync.Once
+	// loopback holds the lock on the cluster's pod address block until Stop.
+	loopback *os.File
 	// Timings records how long each bring-up step took, for docs/performance.md.
 	Timings []Timing
 }
@@ -152,7 +154,12 @@ func (c *Cluster) bringUp(ctx context.Context, bin string) error {
 	if err := installStorage(ctx, c.client); err != nil {
 		return err
 	}
-	nodes := nodeManifests(c.opts.Zones, c.opts.Region, c.opts.NodesPerZone)
+	block, lock, err := claimLoopbackBlock()
+	if err != nil {
+		return err
+	}
+	c.loopback = lock
+	nodes := nodeManifests(c.opts.Zones, c.opts.Region, c.opts.NodesPerZone, block)
 	for _, n := range nodes {
 		c.nodes = append(c.nodes, n.Name)
 	}

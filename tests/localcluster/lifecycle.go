@@ -48,6 +48,9 @@ func (c *Cluster) Stop() {
 			c.procs[i].stop(5 * time.Second)
 			_ = os.Remove(filepath.Join(c.dir, "run", c.procs[i].name+".pid"))
 		}
+		if c.loopback != nil {
+			_ = c.loopback.Close() // releases the pod address block for the next cluster
+		}
 	})
 }
 

@@ -27,16 +27,17 @@ const (
 // NodeName is the name of the i-th node (1-based) in zone.
 func NodeName(zone string, i int) string { return fmt.Sprintf("kwok-%s-%d", zone, i) }
 
-// nodeManifests builds the nodes: zone-major order, podCIDR 127.1.N.0/24 with N counting from
-// 1, so every pod gets a distinct loopback address a process can bind without any setup.
-func nodeManifests(zones []string, region string, perZone int) []*corev1.Node {
+// nodeManifests builds the nodes: zone-major order, podCIDR 127.B.N.0/24 with B the cluster's
+// loopback block and N counting from 1, so every pod gets a distinct loopback address a
+// process can bind without any setup.
+func nodeManifests(zones []string, region string, perZone, block int) []*corev1.Node {
 	var nodes []*corev1.Node
 	n := 0
 	for _, z := range zones {
 		for i := 1; i <= perZone; i++ {
 			n++
 			name := NodeName(z, i)
-			cidr := fmt.Sprintf("127.1.%d.0/24", n)
+			cidr := fmt.Sprintf("127.%d.%d.0/24", block, n)
 			nodes = append(nodes, &corev1.Node{
 				ObjectMeta: metav1.ObjectMeta{
 					Name: name,
