@@ -1,0 +1,19 @@
+// Package rbac proves the operator's least-privilege RBAC on a real local cluster.
+//
+// One cluster (tests/localcluster) serves the whole package. Each scenario installs one RBAC
+// source — the install chart with fleetNamespaces, or the OLM bundle CSV's clusterPermissions
+// and permissions (the AllNamespaces install) — and runs the operator in-process with the
+// identity of that source's ServiceAccount: a bound token from the TokenRequest API, no
+// client certificate, leader election on in the operator namespace. A PersistentFleet is then
+// driven from creation to Ready, through a restartToken rollout and through deletion. Every
+// request the operator sends is recorded with the verb the API server authorizes; a 403 on
+// any of them fails the scenario with the verb and resource that were denied.
+//
+// TestChartNamespaceAccessDenied checks that a fleet in a namespace without the per-namespace
+// Role reports NamespaceAccessDenied naming celld-operator-fleet and that nothing is created
+// there. TestVerbsMatchManifests compares the recorded requests with the rules of both sources:
+// every request must be granted, and every granted (group, resource, verb) must have been used
+// or be listed in unexercisedGrants with the reason the code needs it.
+//
+// Run with: go test -count=1 ./tests/rbac/...
+package rbac

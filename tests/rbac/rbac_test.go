@@ -1,0 +1,196 @@
+package rbac
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/reservation"
+)
+
+const (
+	// chartNamespace is the chart's documented operator namespace.
+	chartNamespace = "celld-system"
+	// olmNamespace is where OLM installs AllNamespaces operators.
+	olmNamespace     = "operators"
+	chartFleets      = "rbac-chart-fleets"
+	olmFleets        = "rbac-olm-fleets"
+	deniedNamespace  = "rbac-denied"
+	fleetRoleName    = "celld-operator-fleet"
+	fleetRoleFile    = "config/rbac/fleet_namespace_role.yaml"
+	scenarioDeadline = 4 * time.Minute
+)
+
+// scenario is one lifecycle run under one RBAC source; TestVerbsMatchManifests reads what the
+// operator requested during it.
+type scenario struct {
+	completed bool
+	src       *rbacSource
+	rec       *recorder
+}
+
+// scenarios holds the runs of this process by source name. Tests run one at a time (none is
+// parallel), so no lock is needed.
+var scenarios = map[string]*scenario{}
+
+// runScenario runs the lifecycle under the named RBAC source once per process.
+func runScenario(t *testing.T, name string) *scenario {
+	if s, ok := scenarios[name]; ok {
+		return s
+	}
+	s := &scenario{}
+	scenarios[name] = s
+	// Registered first, so it runs after the operator stopped and every check ran.
+	t.Cleanup(func() { s.completed = !t.Failed() })
+	ctx, cancel := context.WithTimeout(context.Background(), scenarioDeadline)
+	defer cancel()
+	var fleetNS string
+	switch name {
+	case "chart":
+		fleetNS = chartFleets
+		ensureNamespace(ctx, t, chartNamespace)
+		ensureNamespace(ctx, t, chartFleets)
+		s.src = chartRBAC(t, chartNamespace, chartFleets)
+	case "bundle":
+		fleetNS = olmFleets
+		ensureNamespace(ctx, t, olmNamespace)
+		s.src = bundleRBAC(t, olmNamespace)
+	default:
+		t.Fatalf("unknown scenario %q", name)
+	}
+	s.src.install(ctx, t)
+	waitEffective(ctx, t, s.src)
+	op := startOperator(ctx, t, s.src, nil)
+	s.rec = op.rec
+	driveLifecycle(ctx, t, op, fleetNS)
+	return s
+}
+
+// TestChartRBAC: with only the chart's RBAC (fleetNamespaces: [rbac-chart-fleets]) a
+// PersistentFleet goes from creation to Ready, through a rollout and through deletion.
+func TestChartRBAC(t *testing.T) { runScenario(t, "chart") }
+
+// TestBundleRBAC: the same with only the bundle CSV's RBAC, installed as OLM does for
+// AllNamespaces (the fleet namespace has no Role of its own).
+func TestBundleRBAC(t *testing.T) { runScenario(t, "bundle") }
+
+// TestChartNamespaceAccessDenied: a fleet in a namespace that is not among the chart's
+// fleetNamespaces reports NamespaceAccessDenied naming the Role to apply, and the operator
+// creates nothing there (nor reserves its bucket).
+func TestChartNamespaceAccessDenied(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), scenarioDeadline)
+	defer cancel()
+	ensureNamespace(ctx, t, chartNamespace)
+	ensureNamespace(ctx, t, chartFleets)
+	fleetNamespace(ctx, t, deniedNamespace)
+	src := chartRBAC(t, chartNamespace, chartFleets)
+	for _, o := range src.objects {
+		if o.GetNamespace() == deniedNamespace {
+			t.Fatalf("the chart rendered %s %s into %s", o.GetKind(), o.GetName(), deniedNamespace)
+		}
+	}
+	src.install(ctx, t)
+	waitEffective(ctx, t, src)
+	op := startOperator(ctx, t, src, func(c call) bool { return c.Namespace == deniedNamespace })
+
+	f := newFleet(deniedNamespace)
+	if err := admin.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(f)
+	var message string
+	op.poll(ctx, t, 30*time.Second, "the fleet reports NamespaceAccessDenied", func(ctx context.Context) (bool, error) {
+		live := &v1.CelldFleet{}
+		if err := admin.Get(ctx, key, live); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(live.Status.Conditions, v1.ConditionBlocked)
+		if c == nil || c.Status != "True" || c.Reason != v1.ReasonNamespaceAccessDenied {
+			return false, nil
+		}
+		if r := meta.FindStatusCondition(live.Status.Conditions, v1.ConditionReady); r == nil || r.Status != "False" {
+			return false, fatal("Blocked by NamespaceAccessDenied but Ready is %+v", r)
+		}
+		message = c.Message
+		return true, nil
+	}, func(ctx context.Context) string { return describeNamespace(ctx, key) })
+	for _, want := range []string{fleetRoleName, fleetRoleFile, deniedNamespace} {
+		if !strings.Contains(message, want) {
+			t.Errorf("the NamespaceAccessDenied message does not name %q: %s", want, message)
+		}
+	}
+	if len(op.rec.deniedCalls(nil)) == 0 {
+		t.Errorf("NamespaceAccessDenied was reported without any 403 from the API server")
+	}
+
+	// Several reconciles (one per second) must create nothing in the namespace.
+	res := types.NamespacedName{Name: reservation.Name(f.Spec.Storage.Bucket, "")}
+	quiet := time.Now().Add(4 * time.Second)
+	op.poll(ctx, t, 30*time.Second, "nothing is created in the denied namespace", func(ctx context.Context) (bool, error) {
+		for _, list := range []client.ObjectList{&appsv1.StatefulSetList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{},
+			&networkingv1.NetworkPolicyList{}, &policyv1.PodDisruptionBudgetList{}, &corev1.PersistentVolumeClaimList{}, &corev1.PodList{}} {
+			if err := admin.List(ctx, list, client.InNamespace(deniedNamespace)); err != nil {
+				return false, err
+			}
+			if n := meta.LenList(list); n > 0 {
+				return false, fatal("the operator created %d objects (%T) in %s without the fleet Role", n, list, deniedNamespace)
+			}
+		}
+		if err := admin.Get(ctx, res, &v1.CelldStorageReservation{}); !apierrors.IsNotFound(err) {
+			return false, fatal("a fleet the operator may not manage reserved its bucket (%v)", err)
+		}
+		return time.Now().After(quiet), nil
+	}, nil)
+	live := &v1.CelldFleet{}
+	if err := admin.Get(ctx, key, live); err != nil {
+		t.Fatal(err)
+	}
+	if len(live.Finalizers) > 0 {
+		t.Errorf("a fleet the operator may not manage got finalizers %v", live.Finalizers)
+	}
+	if err := admin.Delete(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitEffective waits until the API server's authorizer grants every rule of src to its
+// ServiceAccount (RBAC objects take effect through an informer, not at once), so that a 403
+// the operator later meets is the manifests' fault, not the test's.
+func waitEffective(ctx context.Context, t *testing.T, src *rbacSource) {
+	t.Helper()
+	user := "system:serviceaccount:" + src.operatorNamespace + ":" + src.serviceAccount
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + src.operatorNamespace, "system:authenticated"}
+	pending := src.grants(t)
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var still []grant
+		for _, g := range pending {
+			res, sub, _ := strings.Cut(g.resource, "/")
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: g.namespace, Verb: g.verb, Group: g.group, Resource: res, Subresource: sub}}}
+			if err := admin.Create(ctx, sar); err != nil {
+				return false, err
+			}
+			if !sar.Status.Allowed {
+				still = append(still, g)
+			}
+		}
+		pending = still
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("the %s RBAC is not in effect for %s: %v; not yet granted: %+v", src.name, user, err, pending)
+	}
+}

@@ -1,0 +1,179 @@
+package rbac
+
+import (
+	"sort"
+	"strings"
+	"testing"
+)
+
+// unexercisedGrants are granted "group/resource:verb" triples (group "core" for the core API)
+// that code needs on paths these scenarios do not take, each with the code that needs it.
+var unexercisedGrants = map[string]string{
+	"celld.eric.dev/celldfleets:list":                "the manager's informer (For(CelldFleet), the observer's cached List) lists when the API server does not stream watch-list",
+	"storage.k8s.io/storageclasses:list":             "the informer behind fleet/guards.go's cached StorageClass Get lists when watch-list is not streamed",
+	"celld.eric.dev/celldfleets/finalizers:update":   "children carry a blockOwnerDeletion owner reference; OwnerReferencesPermissionEnforcement (OpenShift) checks this (the local cluster does not enable it)",
+	"celld.eric.dev/celldstoragereservations:update": "fleet/reservation_phase.go updates a reservation it adopts",
+	"core/events:patch":                              "client-go's event correlator patches a repeated event (leader election) instead of creating one",
+	"events.k8s.io/events:patch":                     "the events.k8s.io recorder patches the series of a repeated fleet event",
+	"core/services:delete":                           "children/apply.go prune deletes a Service the chart no longer renders",
+	"networking.k8s.io/networkpolicies:delete":       "children prune and children/routing.go delete the routing NetworkPolicy",
+	"policy/poddisruptionbudgets:delete":             "children/apply.go prune",
+	"core/pods:get":                                  "fleet/healing.go re-reads a replacement's victim Pod",
+	"core/pods:update":                               "fleet/healing.go adds and clears the replacement-handoff finalizer",
+	"core/pods:patch":                                "fleet/deletion.go releaseHold removes the replacement-handoff finalizer",
+	"core/pods:delete":                               "fleet/healing.go member replacement and force delete of a member stuck terminating",
+	"apps/deployments:create":                        "the Bucket profile's Deployment, created by server-side apply (fleet/workload_phase.go)",
+	"apps/deployments:patch":                         "the Bucket profile's Deployment, server-side apply (fleet/workload_phase.go)",
+	"apps/deployments:update":                        "fleet/workload_phase.go updates the live Deployment",
+	"apps/deployments:delete":                        "fleet/deletion.go deletes the Bucket profile's Deployment",
+	"apps/replicasets:list":                          "application/membership.go lists a Deployment's ReplicaSets",
+	"gateway.networking.k8s.io/httproutes:create":    "spec.routing with a Gateway: server-side apply creates the HTTPRoute",
+	"gateway.networking.k8s.io/httproutes:patch":     "spec.routing with a Gateway: server-side apply",
+	"gateway.networking.k8s.io/httproutes:delete":    "children/routing.go deletes a route the routing order retires",
+	"networking.k8s.io/ingresses:create":             "spec.routing with an Ingress: server-side apply creates it",
+	"networking.k8s.io/ingresses:patch":              "spec.routing with an Ingress: server-side apply",
+	"networking.k8s.io/ingresses:delete":             "children/routing.go deletes a route the routing order retires",
+	"security.istio.io/authorizationpolicies:get":    "spec.mesh.istio: children/apply.go reads the live policy before applying",
+	"security.istio.io/authorizationpolicies:create": "spec.mesh.istio: server-side apply creates the policy",
+	"security.istio.io/authorizationpolicies:patch":  "spec.mesh.istio: server-side apply",
+	"security.istio.io/authorizationpolicies:delete": "children/apply.go prune",
+	"security.istio.io/peerauthentications:get":      "spec.mesh.istio: children/apply.go reads the live policy before applying",
+	"security.istio.io/peerauthentications:create":   "spec.mesh.istio: server-side apply creates the policy",
+	"security.istio.io/peerauthentications:patch":    "spec.mesh.istio: server-side apply",
+	"security.istio.io/peerauthentications:delete":   "children/apply.go prune",
+}
+
+// excessGrants are granted triples that no code path of the operator requests (a read of
+// controllers/ and of controller-runtime's leader election found none). They are reported on
+// every run; removing them from config/rbac, the chart and the CSV is the least-privilege fix,
+// and each removal must drop its entry here (an entry no source grants fails the test).
+var excessGrants = map[string]string{
+	"celld.eric.dev/celldfleets:update":              "the finalizer is patched (fleet/deletion.go), never updated",
+	"celld.eric.dev/celldfleets/status:get":          "status is read with the object",
+	"celld.eric.dev/celldfleets/status:update":       "status is server-side applied (patch)",
+	"celld.eric.dev/celldstoragereservations:list":   "reservations are read by name, never listed",
+	"celld.eric.dev/celldstoragereservations:watch":  "no informer on reservations",
+	"celld.eric.dev/celldstoragereservations:patch":  "reservations are created and updated, never patched",
+	"storage.k8s.io/storageclasses:get":              "StorageClasses are read from the informer cache",
+	"coordination.k8s.io/leases:list":                "leader election gets, creates and updates its Lease",
+	"coordination.k8s.io/leases:watch":               "leader election gets, creates and updates its Lease",
+	"coordination.k8s.io/leases:patch":               "leader election gets, creates and updates its Lease",
+	"coordination.k8s.io/leases:delete":              "leader election gets, creates and updates its Lease",
+	"core/namespaces:get":                            "no code reads Namespaces (the access check is the Forbidden of the first namespaced read)",
+	"core/namespaces:list":                           "no code reads Namespaces",
+	"core/namespaces:watch":                          "no code reads Namespaces",
+	"core/serviceaccounts:list":                      "the runtime ServiceAccount is read by name (fleet/guards.go)",
+	"core/serviceaccounts:watch":                     "namespaced objects are read directly, never watched",
+	"core/services:update":                           "Services are server-side applied or merge-patched",
+	"core/services:watch":                            "namespaced objects are read directly, never watched",
+	"core/persistentvolumeclaims:get":                "claims are listed, and deleted by name with preconditions",
+	"core/persistentvolumeclaims:watch":              "namespaced objects are read directly, never watched",
+	"core/pods:watch":                                "namespaced objects are read directly, never watched",
+	"core/pods/status:get":                           "Pod status is read with the Pod",
+	"apps/statefulsets:list":                         "the StatefulSet is read by name",
+	"apps/statefulsets:watch":                        "namespaced objects are read directly, never watched",
+	"apps/deployments:list":                          "the Deployment is read by name",
+	"apps/deployments:watch":                         "namespaced objects are read directly, never watched",
+	"apps/replicasets:get":                           "ReplicaSets are only listed (application/membership.go)",
+	"apps/replicasets:watch":                         "namespaced objects are read directly, never watched",
+	"networking.k8s.io/networkpolicies:update":       "NetworkPolicies are server-side applied or merge-patched",
+	"networking.k8s.io/networkpolicies:watch":        "namespaced objects are read directly, never watched",
+	"policy/poddisruptionbudgets:update":             "the PDB is server-side applied or merge-patched",
+	"policy/poddisruptionbudgets:watch":              "namespaced objects are read directly, never watched",
+	"networking.k8s.io/ingresses:list":               "routes are read by name (children/routing.go), not pruned by list",
+	"networking.k8s.io/ingresses:update":             "routes are server-side applied",
+	"networking.k8s.io/ingresses:watch":              "namespaced objects are read directly, never watched",
+	"gateway.networking.k8s.io/httproutes:list":      "routes are read by name (children/routing.go), not pruned by list",
+	"gateway.networking.k8s.io/httproutes:update":    "routes are server-side applied",
+	"gateway.networking.k8s.io/httproutes:watch":     "namespaced objects are read directly, never watched",
+	"security.istio.io/authorizationpolicies:update": "mesh policies are server-side applied",
+	"security.istio.io/authorizationpolicies:watch":  "namespaced objects are read directly, never watched",
+	"security.istio.io/peerauthentications:update":   "mesh policies are server-side applied",
+	"security.istio.io/peerauthentications:watch":    "namespaced objects are read directly, never watched",
+}
+
+// TestVerbsMatchManifests compares what the operator requested in the chart and bundle
+// scenarios with the rules of both RBAC sources: every request must be granted in its scope
+// (the API server agreed, and so must the manifests, read on their own), and every granted
+// triple must have been requested or be explained in unexercisedGrants or excessGrants.
+func TestVerbsMatchManifests(t *testing.T) {
+	used := map[string]bool{}
+	var sources []*scenario
+	for _, name := range []string{"chart", "bundle"} {
+		s, ok := scenarios[name]
+		if !ok {
+			t.Run(name, func(t *testing.T) { s = runScenario(t, name) })
+		}
+		if s == nil || !s.completed {
+			t.Fatalf("the %s scenario did not complete, so its requests are not a full record", name)
+		}
+		sources = append(sources, s)
+		for _, a := range s.rec.accesses() {
+			used[a.triple()] = true
+		}
+	}
+	for _, s := range sources {
+		grants := s.src.grants(t)
+		for _, a := range s.rec.accesses() {
+			granted := false
+			for _, g := range grants {
+				granted = granted || g.allows(a.Namespace, a.Group, a.Resource, a.Verb)
+			}
+			if !granted {
+				t.Errorf("the %s RBAC does not grant %s, which the operator requested", s.src.name, a)
+			}
+		}
+		var unused []string
+		seen := map[string]bool{}
+		for _, g := range grants {
+			k := access{Group: g.group, Resource: g.resource, Verb: g.verb}.triple()
+			if seen[k] || used[k] {
+				continue
+			}
+			seen[k] = true
+			_, needed := unexercisedGrants[k]
+			_, excess := excessGrants[k]
+			if !needed && !excess {
+				unused = append(unused, k)
+			}
+		}
+		sort.Strings(unused)
+		for _, k := range unused {
+			t.Errorf("the %s RBAC grants %s, which the operator never requested and neither unexercisedGrants nor excessGrants explains", s.src.name, k)
+		}
+	}
+	granted := map[string]bool{}
+	for _, s := range sources {
+		for _, g := range s.src.grants(t) {
+			granted[access{Group: g.group, Resource: g.resource, Verb: g.verb}.triple()] = true
+		}
+	}
+	var excess []string
+	for _, list := range []map[string]string{unexercisedGrants, excessGrants} {
+		for k := range list {
+			switch {
+			case used[k]:
+				t.Errorf("%s is allowlisted as unused, but the scenarios requested it: remove the entry", k)
+			case !granted[k]:
+				t.Errorf("%s is allowlisted, but no RBAC source grants it: remove the entry", k)
+			}
+		}
+	}
+	for k := range excessGrants {
+		if _, dup := unexercisedGrants[k]; dup {
+			t.Errorf("%s is listed both as needed and as excess", k)
+		}
+		excess = append(excess, k)
+	}
+	sort.Strings(excess)
+	t.Logf("%d granted triples no code path requests (excessGrants, proposed for removal):\n  %s", len(excess), strings.Join(excess, "\n  "))
+}
+
+// triple is the scope-free "group/resource:verb" of a request, the key of unexercisedGrants.
+func (a access) triple() string {
+	g := a.Group
+	if g == "" {
+		g = "core"
+	}
+	return g + "/" + a.Resource + ":" + a.Verb
+}
