@@ -98,7 +98,9 @@ var _ = Describe("Bucket fleets", func() {
 			g.Expect(condition(ctx, ns, name, v1.ConditionBlocked)).To(Equal("True/" + v1.ReasonLifecycleBlocked))
 		}).Should(Succeed())
 		Expect(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &appsv1.StatefulSet{})).NotTo(Succeed(), "no StatefulSet beside the foreign Deployment")
-		Expect(deployment(ctx, name).ResourceVersion).To(Equal(foreign.ResourceVersion), "the foreign Deployment is untouched")
+		got := deployment(ctx, name)
+		Expect(got.Generation).To(Equal(foreign.Generation), "the foreign Deployment's spec is untouched")
+		Expect(got.Labels).NotTo(HaveKey(v1.LabelFleetUID), "the foreign Deployment is not adopted")
 	})
 
 	It("deletes the workload and the finalizer; the reservation stays", func(ctx context.Context) {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -193,3 +195,28 @@ func eventReasons(ctx context.Context, ns string) []string {
 func within(d time.Duration) time.Duration { return d }
 
 func resourceGi(n int64) resource.Quantity { return *resource.NewQuantity(n<<30, resource.BinarySI) }
+
+// operatorWrites returns the write requests the operator sent about namespace ns (or about
+// cluster-scoped objects named in names) since a time.
+func operatorWrites(ns string, since time.Time, names ...string) []writeRecord {
+	GinkgoHelper()
+	f, err := os.Open(filepath.Join(artifactsDir(), "operator-writes.jsonl"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	Expect(err).NotTo(HaveOccurred())
+	defer f.Close()
+	var out []writeRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var r writeRecord
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.At.Before(since) {
+			continue
+		}
+		if strings.Contains(r.Path, "/namespaces/"+ns+"/") || slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(r.Path, "/"+n) }) {
+			out = append(out, r)
+		}
+	}
+	return out
+}

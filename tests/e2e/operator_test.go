@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/fleet"
 	"github.com/celld/celld-operator/tests/e2e/framework"
@@ -53,6 +55,8 @@ func init() {
 // safety monitor checks each spec's namespace against it.
 func startOperator(ctx context.Context, cfg *rest.Config) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(false), zap.WriteTo(logFile("operator.log"))))
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeJournal{rt} })
 	if err := installCRDs(ctx, cfg); err != nil {
 		return err
 	}
@@ -78,6 +82,13 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 	r.Direct = journaled(direct)
 	r.AfterReplacementPodDelete = crashIfArmed
 	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// The application observer as in production, but observing each fleet every 2 s instead of
+	// 15 s so its specs see transitions in seconds.
+	observer := application.DefaultOptions()
+	observer.Interval = 2 * time.Second
+	if err := application.Add(mgr, observer); err != nil {
 		return err
 	}
 	go func() {
@@ -212,4 +223,27 @@ func crashIfArmed(namespace, pod string) {
 	if os.Remove(marker) == nil {
 		panic(fmt.Sprintf("e2e: simulated operator crash after deleting replacement victim %s/%s", namespace, pod))
 	}
+}
+
+// writeRecord is one write request the operator sent to the API server.
+type writeRecord struct {
+	Method string    `json:"method"`
+	Path   string    `json:"path"`
+	At     time.Time `json:"at"`
+}
+
+// writeJournal records every write request of the operator (POST, PUT, PATCH, DELETE) in
+// .artifacts/operator-writes.jsonl, so specs can count the writes a fleet costs and assert
+// that a settled fleet costs none.
+type writeJournal struct{ next http.RoundTripper }
+
+func (w writeJournal) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := w.next.RoundTrip(req)
+	if req.Method != http.MethodGet && err == nil && resp.StatusCode < 300 && !strings.Contains(req.URL.Path, "/leases/") {
+		line, _ := json.Marshal(writeRecord{Method: req.Method, Path: req.URL.Path, At: time.Now()})
+		journalMu.Lock()
+		_, _ = logFile("operator-writes.jsonl").Write(append(line, '\n'))
+		journalMu.Unlock()
+	}
+	return resp, err
 }

@@ -28,8 +28,16 @@ var _ = Describe("PersistentFleet lifecycle", func() {
 
 	It("creates a fleet that becomes Ready with one member per zone on retained disks, and then writes nothing", func(ctx context.Context) {
 		f := persistentFleet(ns, name, 3)
+		start := time.Now()
 		Expect(kube().Create(ctx, f)).To(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
+		resName := reservation.Name(f.Spec.Storage.Bucket, "")
+		writes := operatorWrites(ns, start, resName)
+		AddReportEntry("writes from creation to Ready", len(writes))
+		GinkgoWriter.Printf("operator writes from creation to Ready of a 3-member fleet: %d\n", len(writes))
+		for _, w := range writes {
+			GinkgoWriter.Printf("  %s %s\n", w.Method, w.Path)
+		}
 
 		zones := map[string]bool{}
 		for i := range 3 {
@@ -51,12 +59,14 @@ var _ = Describe("PersistentFleet lifecycle", func() {
 		Expect(res.Spec.FleetUID).To(Equal(string(getFleet(ctx, ns, name).UID)))
 
 		// A settled fleet's reconciles (every second here) write nothing.
+		settled := time.Now()
 		before := getFleet(ctx, ns, name).ResourceVersion
 		stsBefore := statefulSetOf(ctx, ns, name).ResourceVersion
 		Consistently(ctx, func(g Gomega) {
 			g.Expect(getFleet(ctx, ns, name).ResourceVersion).To(Equal(before), "a settled fleet's status was rewritten")
 			g.Expect(statefulSetOf(ctx, ns, name).ResourceVersion).To(Equal(stsBefore), "a settled fleet's StatefulSet was rewritten")
 		}).WithTimeout(5 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		Expect(operatorWrites(ns, settled, resName)).To(BeEmpty(), "a settled fleet's reconcile must perform no API write")
 		expectNoOperatorDeletes(ns, "creation")
 	})
 
