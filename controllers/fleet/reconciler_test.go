@@ -1,0 +1,310 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/api/v1alpha1/corpus"
+	"github.com/celld/celld-operator/controllers/children"
+)
+
+// These tests run the reconciler against a real kube-apiserver and etcd (no controllers, no
+// nodes): enough to prove the guards, the reservation arbitration and the write discipline.
+
+var (
+	testCfg    *rest.Config
+	testScheme = runtime.NewScheme()
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	root, _ := filepath.Abs(filepath.Join("..", ".."))
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		_ = os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin"))
+	}
+	_ = clientgoscheme.AddToScheme(testScheme)
+	_ = v1.AddToScheme(testScheme)
+	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = env.Stop()
+		fmt.Fprintf(os.Stderr, "controllers/fleet needs etcd and kube-apiserver in %s (make tools): %v\n", os.Getenv("KUBEBUILDER_ASSETS"), err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	testCfg = cfg
+	return m.Run()
+}
+
+// writeCounter counts the write requests a client sends.
+type writeCounter struct {
+	next  http.RoundTripper
+	count *atomic.Int64
+}
+
+func (w writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		w.count.Add(1)
+	}
+	return w.next.RoundTrip(req)
+}
+
+// newReconciler builds a reconciler whose every request is counted in writes.
+func newReconciler(t *testing.T, o Options, writes *atomic.Int64) (*Reconciler, client.Client) {
+	t.Helper()
+	cfg := rest.CopyConfig(testCfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeCounter{rt, writes} })
+	c, err := client.New(cfg, client.Options{Scheme: testScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.New(testCfg, client.Options{Scheme: testScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renderer, err := children.NewFleetRenderer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Reconciler{
+		Client: c, Direct: c, Options: o, Children: renderer, Applier: &children.Applier{},
+		APIs: func(context.Context) (bool, bool, error) { return false, false, nil },
+	}, admin
+}
+
+func testOptions() Options {
+	o := DefaultOptions()
+	o.NetworkPolicyEnforced = true
+	o.StorageProvisioners = []string{"test.csi.example"}
+	return o
+}
+
+// setup creates a namespace with the runtime ServiceAccount and a suitable StorageClass.
+func setup(t *testing.T, admin client.Client) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fleet-"}}
+	if err := admin.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "celld-runtime"}}
+	if err := admin.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	storageClass(t, admin, "gp3", storagev1.VolumeBindingWaitForFirstConsumer, "test.csi.example")
+	return ns.Name
+}
+
+func storageClass(t *testing.T, admin client.Client, name string, mode storagev1.VolumeBindingMode, provisioner string) {
+	t.Helper()
+	reclaim := corev1.PersistentVolumeReclaimDelete
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: provisioner,
+		ReclaimPolicy: &reclaim, VolumeBindingMode: &mode}
+	if err := admin.Create(context.Background(), sc); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+}
+
+func createFleet(t *testing.T, admin client.Client, ns, name, bucket string, mutate func(*v1.CelldFleet)) *v1.CelldFleet {
+	t.Helper()
+	f := corpus.Persistent()
+	f.Namespace, f.Name, f.Spec.Storage.Bucket = ns, name, bucket
+	if mutate != nil {
+		mutate(f)
+	}
+	if err := admin.Create(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func reconcile(t *testing.T, r *Reconciler, f *v1.CelldFleet) {
+	t.Helper()
+	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f)}); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+}
+
+// blocked returns the Blocked condition after a reconcile.
+func blocked(t *testing.T, admin client.Client, f *v1.CelldFleet) *metav1.Condition {
+	t.Helper()
+	live := &v1.CelldFleet{}
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(f), live); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(live.Status.Conditions, v1.ConditionBlocked)
+	if c == nil {
+		t.Fatalf("fleet %s has no Blocked condition: %+v", f.Name, live.Status.Conditions)
+	}
+	return c
+}
+
+func TestGuardsReportWhyAFleetIsNotProvisioned(t *testing.T) {
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	ns := setup(t, admin)
+	storageClass(t, admin, "immediate", storagev1.VolumeBindingImmediate, "test.csi.example")
+	storageClass(t, admin, "foreign", storagev1.VolumeBindingWaitForFirstConsumer, "other.csi.example")
+	for _, c := range []struct {
+		name, reason, mentions string
+		options                func(*Options)
+		mutate                 func(*v1.CelldFleet)
+	}{
+		{name: "unattested", reason: v1.ReasonIsolationUnverified, mentions: "--network-policy-enforced",
+			options: func(o *Options) { o.NetworkPolicyEnforced = false }},
+		{name: "no-sa", reason: v1.ReasonServiceAccountMissing, mentions: "ServiceAccount " + ns + "/missing",
+			mutate: func(f *v1.CelldFleet) { f.Spec.ServiceAccountName = "missing" }},
+		{name: "no-class", reason: v1.ReasonStorageClassMissing, mentions: "StorageClass absent",
+			mutate: func(f *v1.CelldFleet) { f.Spec.Storage.StorageClassName = new("absent") }},
+		{name: "immediate", reason: v1.ReasonInvalidStorageClass, mentions: "WaitForFirstConsumer",
+			mutate: func(f *v1.CelldFleet) { f.Spec.Storage.StorageClassName = new("immediate") }},
+		{name: "foreign-csi", reason: v1.ReasonInvalidStorageClass, mentions: "other.csi.example",
+			mutate: func(f *v1.CelldFleet) { f.Spec.Storage.StorageClassName = new("foreign") }},
+	} {
+		rr := *r
+		if c.options != nil {
+			c.options(&rr.Options)
+		}
+		f := createFleet(t, admin, ns, c.name, ns+"-"+c.name, c.mutate)
+		reconcile(t, &rr, f)
+		b := blocked(t, admin, f)
+		if b.Status != metav1.ConditionTrue || b.Reason != c.reason || !strings.Contains(b.Message, c.mentions) {
+			t.Errorf("%s: want Blocked=True %s mentioning %q, got %s %s: %s", c.name, c.reason, c.mentions, b.Status, b.Reason, b.Message)
+		}
+		assertNothingProvisioned(t, admin, ns, c.name)
+	}
+}
+
+func assertNothingProvisioned(t *testing.T, admin client.Client, ns, name string) {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc); err == nil {
+		t.Errorf("%s: a blocked fleet must not be provisioned, but Service %s exists", name, name)
+	}
+}
+
+// TestABucketIsReservedToOneFleetUIDForever: the first fleet to ask for a bucket keeps it;
+// another fleet, or the same name recreated (a new UID), is refused and adopts nothing.
+func TestABucketIsReservedToOneFleetUIDForever(t *testing.T) {
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	ns := setup(t, admin)
+	first := createFleet(t, admin, ns, "first", ns+"-shared", nil)
+	reconcile(t, r, first)
+	if b := blocked(t, admin, first); b.Status != metav1.ConditionFalse {
+		t.Fatalf("the first fleet must get the bucket: %s %s", b.Reason, b.Message)
+	}
+	second := createFleet(t, admin, ns, "second", ns+"-shared", nil)
+	reconcile(t, r, second)
+	if b := blocked(t, admin, second); b.Reason != v1.ReasonStorageScopeConflict || !strings.Contains(b.Message, ns+"-shared") {
+		t.Fatalf("a second fleet on a reserved bucket must report StorageScopeConflict naming it, got %s: %s", b.Reason, b.Message)
+	}
+	assertNothingProvisioned(t, admin, ns, "second")
+
+	// Recreate "first" under the same name: a new UID does not inherit the reservation.
+	live := &v1.CelldFleet{}
+	_ = admin.Get(context.Background(), client.ObjectKeyFromObject(first), live)
+	live.Finalizers = nil
+	if err := admin.Update(context.Background(), live); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Delete(context.Background(), live); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, admin, live)
+	again := createFleet(t, admin, ns, "first", ns+"-shared", nil)
+	reconcile(t, r, again)
+	if b := blocked(t, admin, again); b.Reason != v1.ReasonStorageScopeConflict {
+		t.Fatalf("a fleet recreated under the same name must not take the bucket, got %s: %s", b.Reason, b.Message)
+	}
+}
+
+// TestTuningMayChangeAfterTheReservationRecordsIt: execution, lifecycle, env and telemetry
+// are mutable; the reserved-tuning record keeps the reservation verifying.
+func TestTuningMayChangeAfterTheReservationRecordsIt(t *testing.T) {
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	ns := setup(t, admin)
+	f := createFleet(t, admin, ns, "tuned", ns+"-tuned", nil)
+	reconcile(t, r, f)
+	live := &v1.CelldFleet{}
+	_ = admin.Get(context.Background(), client.ObjectKeyFromObject(f), live)
+	live.Spec.Env = []v1.EnvVar{{Name: "CELLD_LOG", Value: new("debug")}}
+	live.Spec.Lifecycle = &v1.LifecycleSpec{ShutdownSeconds: 10, TerminationGraceSeconds: 20}
+	if err := admin.Update(context.Background(), live); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, r, f)
+	if b := blocked(t, admin, f); b.Reason == v1.ReasonStorageScopeConflict {
+		t.Fatalf("changing tuning must not lose the bucket: %s", b.Message)
+	}
+}
+
+// TestASettledReconcileWritesNothing: once a pass has applied everything, the next pass over
+// unchanged objects sends no write at all.
+func TestASettledReconcileWritesNothing(t *testing.T) {
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	ns := setup(t, admin)
+	f := createFleet(t, admin, ns, "quiet", ns+"-quiet", nil)
+	for range 3 {
+		reconcile(t, r, f)
+	}
+	if writes.Load() == 0 {
+		t.Fatal("the first passes must have created the fleet's objects")
+	}
+	writes.Store(0)
+	reconcile(t, r, f)
+	reconcile(t, r, f)
+	if n := writes.Load(); n != 0 {
+		t.Fatalf("a settled fleet's reconcile sent %d writes, want 0", n)
+	}
+}
+
+// TestInvalidSpecFailsClosed: an object that bypassed admission is not rendered.
+func TestInvalidSpecFailsClosed(t *testing.T) {
+	f := corpus.Persistent()
+	f.Spec.Placement.Zones = []string{"eu-west-1a"} // outside the region, and azCount differs
+	s := newScope(f, time.Now())
+	r := &Reconciler{}
+	stop, err := r.validate(context.Background(), s)
+	if !stop || err != nil || s.reason != v1.ReasonInvalidConfiguration {
+		t.Fatalf("want a stop with InvalidConfiguration, got stop=%v err=%v reason=%s", stop, err, s.reason)
+	}
+	if !strings.Contains(s.message, "spec.placement") || !strings.Contains(s.message, "CelldFleet /f") {
+		t.Fatalf("the message must name the fleet and the field: %s", s.message)
+	}
+}
+
+func waitGone(t *testing.T, admin client.Client, obj client.Object) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		return admin.Get(ctx, client.ObjectKeyFromObject(obj), obj) != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s still exists", obj.GetName())
+	}
+}
