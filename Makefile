@@ -35,7 +35,7 @@ run: tools build ## Run the operator on a local cluster with a sample Persistent
 	BIN=$(BIN) tests/run.sh
 
 .PHONY: test
-test: tools verify test-unit test-api test-e2e test-fuzz ## Run every test (builds the pinned Kubernetes binaries on first use).
+test: tools verify test-unit test-api test-rbac test-e2e test-fuzz ## Run every test (builds the pinned Kubernetes binaries on first use).
 
 ##@ Tests
 
@@ -46,6 +46,10 @@ test-unit: tools ## Unit tests, chart goldens and server-side apply tests (envte
 .PHONY: test-api
 test-api: tools ## CRD admission, SSA ownership and subresources against a real kube-apiserver.
 	go test -count=1 ./tests/api/...
+
+.PHONY: test-rbac
+test-rbac: tools ## Least-privilege RBAC (chart and bundle CSV) proven on the local cluster.
+	go test -count=1 ./tests/rbac/...
 
 .PHONY: test-e2e
 test-e2e: tools $(GINKGO) build ## Ginkgo e2e suites on the local cluster (parallel namespaces of one cluster).
