@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -160,6 +161,29 @@ var _ = Describe("PersistentFleet lifecycle", func() {
 		}).Should(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
 		expectNoOperatorDeletes(ns, "pause and resume")
+	})
+
+	It("returns every member on its own disk at the declared count after a full stop", func(ctx context.Context) {
+		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		claims := claimUIDs(ctx, ns)
+		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"paused":true}}}`)
+		framework.EventuallyWithin(ctx, framework.Short, func() string {
+			return condition(ctx, ns, name, v1.ConditionMaintenancePaused)
+		}).Should(Equal("True/" + v1.ReasonMaintenancePaused))
+		sts := statefulSetOf(ctx, ns, name)
+		sts.Spec.Replicas = new(int32(0)) // the administrator stops every member by hand
+		Expect(kube().Update(ctx, sts, client.FieldOwner("kubectl-scale"))).To(Succeed())
+		framework.EventuallyWithin(ctx, framework.Medium, func() int { return len(fleetPods(ctx, ns, getFleet(ctx, ns, name))) }).Should(BeZero())
+
+		newImage := strings.Replace(getFleet(ctx, ns, name).Spec.RuntimeImage, "@sha256:9", "@sha256:0", 1)
+		patchFleet(ctx, ns, name, fmt.Sprintf(`{"spec":{"runtimeImage":%q,"maintenance":{"paused":false}}}`, newImage))
+		waitFleetReady(ctx, ns, name, 3)
+		for i := range 3 {
+			Expect(framework.Pod(ctx, ns, fmt.Sprintf("%s-%d", name, i)).Spec.Containers[0].Image).To(Equal(newImage))
+		}
+		Expect(claimUIDs(ctx, ns)).To(Equal(claims), "every member returns on its own disk")
+		expectNoOperatorDeletes(ns, "a full stop")
 	})
 
 	It("restores a hand-edited template and recreates a deleted StatefulSet on its disks", func(ctx context.Context) {
