@@ -49,7 +49,7 @@ func (a inventory) sameAs(b inventory) bool {
 	return a.verdict == b.verdict && a.workload == b.workload &&
 		slices.EqualFunc(a.members, b.members, func(x, y member) bool {
 			return x.name == y.name && x.uid == y.uid && x.identity == y.identity && x.ip == y.ip &&
-				x.ready == y.ready && x.deleting == y.deleting && x.owners == y.owners
+				x.ready == y.ready && x.deleting == y.deleting && x.owners == y.owners && x.started.Equal(y.started)
 		})
 }
 
@@ -148,7 +148,10 @@ func controllerKind(f *v1.CelldFleet) string {
 }
 
 // memberOf records a Pod. The identity names the container incarnation: a restart keeps the
-// Pod UID and IP but changes the container ID and the restart count.
+// Pod UID and IP but changes the container ID, the restart count and the start time (compared
+// too, in sameAs). A running container without an ID still has an identity: kubelets always
+// set one, but fake kubelets (kwok in the local cluster) do not, and the restart count and
+// start time alone already tell incarnations apart.
 func memberOf(p *corev1.Pod) member {
 	m := member{name: p.Name, uid: string(p.UID), ip: p.Status.PodIP, deleting: p.DeletionTimestamp != nil}
 	for _, c := range p.Status.Conditions {
@@ -157,7 +160,7 @@ func memberOf(p *corev1.Pod) member {
 		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == workload.ContainerName && cs.State.Running != nil && cs.ContainerID != "" {
+		if cs.Name == workload.ContainerName && cs.State.Running != nil {
 			m.identity = fmt.Sprintf("%s/%s/%d", p.UID, cs.ContainerID, cs.RestartCount)
 			m.started = cs.State.Running.StartedAt.Time
 		}

@@ -159,6 +159,11 @@ func (o *Observer) ObserveFleet(ctx context.Context, f *v1.CelldFleet) {
 		log.Error(err, "publish application status")
 		return
 	}
-	log.V(1).Info("published application observation", "status", r.Status, "reason", r.Reason,
-		"observed", r.Application.ObservedNodes, "expected", r.Application.ExpectedNodes)
+	// transitions at info, refreshes and count changes at debug: a settled fleet stays quiet
+	lg := log.V(1)
+	if prev := meta.FindStatusCondition(f.Status.Conditions, v1.ConditionApplicationConverged); prev == nil || prev.Reason != r.Reason {
+		lg = log
+	}
+	lg.Info("published application observation", "status", r.Status, "reason", r.Reason,
+		"observed", r.Application.ObservedNodes, "expected", r.Application.ExpectedNodes, "unavailable", r.Application.UnavailableNodes)
 }

@@ -131,6 +131,10 @@ func TestMemberIdentityNamesTheContainerIncarnation(t *testing.T) {
 	if m.identity != "p1/containerd://abc/2" || !m.ready || m.ip != "10.0.0.7" || !m.started.Equal(t0) {
 		t.Fatalf("member %+v, want identity p1/containerd://abc/2 of the celld container", m)
 	}
+	p.Status.ContainerStatuses[1].ContainerID = ""
+	if got := memberOf(p); got.identity != "p1//2" {
+		t.Fatalf("identity %q of a running container without an ID (kwok), want p1//2", got.identity)
+	}
 	p.Status.ContainerStatuses[1].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
 	if got := memberOf(p); got.identity != "" {
 		t.Fatalf("identity %q of a container that is not running, want none", got.identity)
@@ -140,6 +144,11 @@ func TestMemberIdentityNamesTheContainerIncarnation(t *testing.T) {
 	b.members[0].identity = "p1/containerd://def/3"
 	if a.sameAs(b) {
 		t.Fatal("a restarted container must make the inventories differ")
+	}
+	restarted := inventory{members: []member{m}}
+	restarted.members[0].started = t0.Add(time.Second)
+	if a.sameAs(restarted) {
+		t.Fatal("a container started again must make the inventories differ even with the same ID and count")
 	}
 	c := inventory{members: []member{m}, workload: workloadFacts{replicas: 4}}
 	if a.sameAs(c) {
