@@ -3,11 +3,13 @@ package application
 import (
 	"context"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -129,5 +131,38 @@ func TestAMissingWorkloadIsWorkloadUnavailable(t *testing.T) {
 	got, err := observer(c, &fakeReader{}).Observe(t.Context(), fleetNow(t, c, f))
 	if err != nil || got.Status != metav1.ConditionUnknown || got.Reason != v1.ReasonWorkloadUnavailable {
 		t.Fatalf("%s/%s (%v), want Unknown/WorkloadUnavailable", got.Status, got.Reason, err)
+	}
+}
+
+func TestTheLeaderOnlyRunnableObservesFleetsUntilStopped(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := bucketFleet(t, c, ns, v1.BucketWorkloadOrdered)
+	sts := statefulSetOf(t, c, f, 1)
+	runningPod(t, c, f, "f-0", "10.4.0.1", sts, "StatefulSet")
+	o := New(c, c, c.Status(), Options{Reader: &fakeReader{versions: map[string]string{"10.4.0.1": "v1"}},
+		Scan: 20 * time.Millisecond, Interval: 50 * time.Millisecond})
+	if !o.NeedLeaderElection() {
+		t.Fatal("the observer must run in the leader only")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- o.Start(ctx) }()
+
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		cond := meta.FindStatusCondition(fleetNow(t, c, f).Status.Conditions, v1.ConditionApplicationConverged)
+		return cond != nil && cond.Reason == v1.ReasonConverged, nil
+	})
+	if err != nil {
+		t.Fatal("the runnable did not publish Converged for a fleet on one version")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Start returned %v when its context ended, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after its context ended")
 	}
 }

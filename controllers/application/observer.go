@@ -93,6 +93,7 @@ func (o *Observer) scan(ctx context.Context, wg *sync.WaitGroup, slots chan stru
 		return
 	}
 	now := o.opts.Now()
+	o.forgetGone(list.Items)
 	for i := range list.Items {
 		f := &list.Items[i]
 		o.mu.Lock()
@@ -115,6 +116,22 @@ func (o *Observer) scan(ctx context.Context, wg *sync.WaitGroup, slots chan stru
 				defer func() { <-slots }()
 				o.ObserveFleet(ctx, f)
 			})
+		}
+	}
+}
+
+// forgetGone drops the memory of fleets that no longer exist, so it does not grow with every
+// fleet ever observed.
+func (o *Observer) forgetGone(fleets []v1.CelldFleet) {
+	live := make(map[types.UID]bool, len(fleets))
+	for i := range fleets {
+		live[fleets[i].UID] = true
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for uid := range o.last {
+		if !live[uid] && !o.inflight[uid] {
+			delete(o.last, uid)
 		}
 	}
 }
