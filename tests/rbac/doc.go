@@ -10,10 +10,12 @@
 // any of them fails the scenario with the verb and resource that were denied.
 //
 // TestChartNamespaceAccessDenied checks that a fleet in a namespace without the per-namespace
-// Role reports NamespaceAccessDenied naming celld-operator-fleet and that nothing is created
-// there. TestVerbsMatchManifests compares the recorded requests with the rules of both sources:
-// every request must be granted, and every granted (group, resource, verb) must have been used
-// or be listed in unexercisedGrants with the reason the code needs it.
+// Role reports NamespaceAccessDenied naming celld-operator-fleet, that the Warning event is
+// delivered there (the ClusterRole grants events in every namespace) and that nothing is
+// created there. TestVerbsMatchManifests compares the recorded requests with the rules of both
+// sources: every request must be granted, and every granted (group, resource, verb) must have
+// been used or be listed in unexercisedGrants with the code that needs it; anything else is
+// excess and fails the test.
 //
 // Run with: go test -count=1 ./tests/rbac/...
 package rbac

@@ -2,6 +2,7 @@ package rbac
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,12 +27,14 @@ const (
 	// chartNamespace is the chart's documented operator namespace.
 	chartNamespace = "celld-system"
 	// olmNamespace is where OLM installs AllNamespaces operators.
-	olmNamespace     = "operators"
-	chartFleets      = "rbac-chart-fleets"
-	olmFleets        = "rbac-olm-fleets"
-	deniedNamespace  = "rbac-denied"
-	fleetRoleName    = "celld-operator-fleet"
-	fleetRoleFile    = "config/rbac/fleet_namespace_role.yaml"
+	olmNamespace    = "operators"
+	chartFleets     = "rbac-chart-fleets"
+	olmFleets       = "rbac-olm-fleets"
+	deniedNamespace = "rbac-denied"
+	fleetRoleName   = "celld-operator-fleet"
+	fleetRoleFile   = "config/rbac/fleet_namespace_role.yaml"
+	// eventReporter is the name fleet.New records the fleet's events under.
+	eventReporter    = "celld-operator"
 	scenarioDeadline = 4 * time.Minute
 )
 
@@ -88,8 +92,9 @@ func TestChartRBAC(t *testing.T) { runScenario(t, "chart") }
 func TestBundleRBAC(t *testing.T) { runScenario(t, "bundle") }
 
 // TestChartNamespaceAccessDenied: a fleet in a namespace that is not among the chart's
-// fleetNamespaces reports NamespaceAccessDenied naming the Role to apply, and the operator
-// creates nothing there (nor reserves its bucket).
+// fleetNamespaces reports NamespaceAccessDenied naming the Role to apply, in its status and in
+// a Warning event delivered in that namespace (events are granted cluster-wide), and the
+// operator creates nothing there (nor reserves its bucket).
 func TestChartNamespaceAccessDenied(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), scenarioDeadline)
 	defer cancel()
@@ -104,7 +109,9 @@ func TestChartNamespaceAccessDenied(t *testing.T) {
 	}
 	src.install(ctx, t)
 	waitEffective(ctx, t, src)
-	op := startOperator(ctx, t, src, func(c call) bool { return c.Namespace == deniedNamespace })
+	// Every namespaced read or write there is refused, except the event: the ClusterRole grants
+	// events in every namespace, so a refused event write fails the test.
+	op := startOperator(ctx, t, src, func(c call) bool { return c.Namespace == deniedNamespace && c.Resource != "events" })
 
 	f := newFleet(deniedNamespace)
 	if err := admin.Create(ctx, f); err != nil {
@@ -135,6 +142,32 @@ func TestChartNamespaceAccessDenied(t *testing.T) {
 	if len(op.rec.deniedCalls(nil)) == 0 {
 		t.Errorf("NamespaceAccessDenied was reported without any 403 from the API server")
 	}
+
+	// The Warning event reaches the namespace the operator may not otherwise touch, recorded by
+	// the operator (events.k8s.io/v1, reporting controller celld-operator) about this fleet.
+	op.poll(ctx, t, 30*time.Second, "the NamespaceAccessDenied Warning event is delivered in the denied namespace", func(ctx context.Context) (bool, error) {
+		events := &eventsv1.EventList{}
+		if err := admin.List(ctx, events, client.InNamespace(deniedNamespace)); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason != v1.ReasonNamespaceAccessDenied || e.Regarding.UID != f.UID {
+				continue
+			}
+			switch {
+			case e.Type != corev1.EventTypeWarning:
+				return false, fatal("the NamespaceAccessDenied event is of type %q, want Warning", e.Type)
+			case e.ReportingController != eventReporter:
+				return false, fatal("the NamespaceAccessDenied event was reported by %q, want %q", e.ReportingController, eventReporter)
+			case e.Regarding.Kind != "CelldFleet" || e.Regarding.Name != f.Name:
+				return false, fatal("the NamespaceAccessDenied event is about %s %s, want CelldFleet %s", e.Regarding.Kind, e.Regarding.Name, f.Name)
+			case !strings.Contains(e.Note, fleetRoleName):
+				return false, fatal("the NamespaceAccessDenied event does not name %q: %s", fleetRoleName, e.Note)
+			}
+			return true, nil
+		}
+		return false, fmt.Errorf("no NamespaceAccessDenied event about fleet %s among %d events in %s", key, len(events.Items), deniedNamespace)
+	}, func(ctx context.Context) string { return describeNamespace(ctx, key) })
 
 	// Several reconciles (one per second) must create nothing in the namespace.
 	res := types.NamespacedName{Name: reservation.Name(f.Spec.Storage.Bucket, "")}

@@ -2,7 +2,6 @@ package rbac
 
 import (
 	"sort"
-	"strings"
 	"testing"
 )
 
@@ -43,59 +42,13 @@ var unexercisedGrants = map[string]string{
 	"security.istio.io/peerauthentications:delete":   "children/apply.go prune",
 }
 
-// excessGrants are granted triples that no code path of the operator requests (a read of
-// controllers/ and of controller-runtime's leader election found none). They are reported on
-// every run; removing them from config/rbac, the chart and the CSV is the least-privilege fix,
-// and each removal must drop its entry here (an entry no source grants fails the test).
-var excessGrants = map[string]string{
-	"celld.eric.dev/celldfleets:update":              "the finalizer is patched (fleet/deletion.go), never updated",
-	"celld.eric.dev/celldfleets/status:get":          "status is read with the object",
-	"celld.eric.dev/celldfleets/status:update":       "status is server-side applied (patch)",
-	"celld.eric.dev/celldstoragereservations:list":   "reservations are read by name, never listed",
-	"celld.eric.dev/celldstoragereservations:watch":  "no informer on reservations",
-	"celld.eric.dev/celldstoragereservations:patch":  "reservations are created and updated, never patched",
-	"storage.k8s.io/storageclasses:get":              "StorageClasses are read from the informer cache",
-	"coordination.k8s.io/leases:list":                "leader election gets, creates and updates its Lease",
-	"coordination.k8s.io/leases:watch":               "leader election gets, creates and updates its Lease",
-	"coordination.k8s.io/leases:patch":               "leader election gets, creates and updates its Lease",
-	"coordination.k8s.io/leases:delete":              "leader election gets, creates and updates its Lease",
-	"core/namespaces:get":                            "no code reads Namespaces (the access check is the Forbidden of the first namespaced read)",
-	"core/namespaces:list":                           "no code reads Namespaces",
-	"core/namespaces:watch":                          "no code reads Namespaces",
-	"core/serviceaccounts:list":                      "the runtime ServiceAccount is read by name (fleet/guards.go)",
-	"core/serviceaccounts:watch":                     "namespaced objects are read directly, never watched",
-	"core/services:update":                           "Services are server-side applied or merge-patched",
-	"core/services:watch":                            "namespaced objects are read directly, never watched",
-	"core/persistentvolumeclaims:get":                "claims are listed, and deleted by name with preconditions",
-	"core/persistentvolumeclaims:watch":              "namespaced objects are read directly, never watched",
-	"core/pods:watch":                                "namespaced objects are read directly, never watched",
-	"core/pods/status:get":                           "Pod status is read with the Pod",
-	"apps/statefulsets:list":                         "the StatefulSet is read by name",
-	"apps/statefulsets:watch":                        "namespaced objects are read directly, never watched",
-	"apps/deployments:list":                          "the Deployment is read by name",
-	"apps/deployments:watch":                         "namespaced objects are read directly, never watched",
-	"apps/replicasets:get":                           "ReplicaSets are only listed (application/membership.go)",
-	"apps/replicasets:watch":                         "namespaced objects are read directly, never watched",
-	"networking.k8s.io/networkpolicies:update":       "NetworkPolicies are server-side applied or merge-patched",
-	"networking.k8s.io/networkpolicies:watch":        "namespaced objects are read directly, never watched",
-	"policy/poddisruptionbudgets:update":             "the PDB is server-side applied or merge-patched",
-	"policy/poddisruptionbudgets:watch":              "namespaced objects are read directly, never watched",
-	"networking.k8s.io/ingresses:list":               "routes are read by name (children/routing.go), not pruned by list",
-	"networking.k8s.io/ingresses:update":             "routes are server-side applied",
-	"networking.k8s.io/ingresses:watch":              "namespaced objects are read directly, never watched",
-	"gateway.networking.k8s.io/httproutes:list":      "routes are read by name (children/routing.go), not pruned by list",
-	"gateway.networking.k8s.io/httproutes:update":    "routes are server-side applied",
-	"gateway.networking.k8s.io/httproutes:watch":     "namespaced objects are read directly, never watched",
-	"security.istio.io/authorizationpolicies:update": "mesh policies are server-side applied",
-	"security.istio.io/authorizationpolicies:watch":  "namespaced objects are read directly, never watched",
-	"security.istio.io/peerauthentications:update":   "mesh policies are server-side applied",
-	"security.istio.io/peerauthentications:watch":    "namespaced objects are read directly, never watched",
-}
-
 // TestVerbsMatchManifests compares what the operator requested in the chart and bundle
 // scenarios with the rules of both RBAC sources: every request must be granted in its scope
 // (the API server agreed, and so must the manifests, read on their own), and every granted
-// triple must have been requested or be explained in unexercisedGrants or excessGrants.
+// triple must have been requested or be explained in unexercisedGrants. The RBAC is exactly
+// least-privilege: a granted triple that neither the scenarios nor unexercisedGrants account
+// for fails the test, and so does an unexercisedGrants entry the scenarios did request or no
+// source grants.
 func TestVerbsMatchManifests(t *testing.T) {
 	used := map[string]bool{}
 	var sources []*scenario
@@ -131,15 +84,13 @@ func TestVerbsMatchManifests(t *testing.T) {
 				continue
 			}
 			seen[k] = true
-			_, needed := unexercisedGrants[k]
-			_, excess := excessGrants[k]
-			if !needed && !excess {
+			if _, needed := unexercisedGrants[k]; !needed {
 				unused = append(unused, k)
 			}
 		}
 		sort.Strings(unused)
 		for _, k := range unused {
-			t.Errorf("the %s RBAC grants %s, which the operator never requested and neither unexercisedGrants nor excessGrants explains", s.src.name, k)
+			t.Errorf("the %s RBAC grants %s, which the operator never requested and unexercisedGrants does not explain: remove it from the manifests, or list it with the code that needs it", s.src.name, k)
 		}
 	}
 	granted := map[string]bool{}
@@ -148,25 +99,15 @@ func TestVerbsMatchManifests(t *testing.T) {
 			granted[access{Group: g.group, Resource: g.resource, Verb: g.verb}.triple()] = true
 		}
 	}
-	var excess []string
-	for _, list := range []map[string]string{unexercisedGrants, excessGrants} {
-		for k := range list {
-			switch {
-			case used[k]:
-				t.Errorf("%s is allowlisted as unused, but the scenarios requested it: remove the entry", k)
-			case !granted[k]:
-				t.Errorf("%s is allowlisted, but no RBAC source grants it: remove the entry", k)
-			}
+	for k := range unexercisedGrants {
+		switch {
+		case used[k]:
+			t.Errorf("%s is listed in unexercisedGrants, but the scenarios requested it: remove the entry", k)
+		case !granted[k]:
+			t.Errorf("%s is listed in unexercisedGrants, but no RBAC source grants it: remove the entry", k)
 		}
 	}
-	for k := range excessGrants {
-		if _, dup := unexercisedGrants[k]; dup {
-			t.Errorf("%s is listed both as needed and as excess", k)
-		}
-		excess = append(excess, k)
-	}
-	sort.Strings(excess)
-	t.Logf("%d granted triples no code path requests (excessGrants, proposed for removal):\n  %s", len(excess), strings.Join(excess, "\n  "))
+	t.Logf("%d triples requested, %d granted but not exercised (unexercisedGrants)", len(used), len(unexercisedGrants))
 }
 
 // triple is the scope-free "group/resource:verb" of a request, the key of unexercisedGrants.
