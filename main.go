@@ -21,6 +21,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/controllers/fleet"
 )
 
@@ -134,6 +135,9 @@ func run(args []string) error {
 	}
 	if err := fleet.Setup(mgr, o.fleet, watches); err != nil {
 		return fmt.Errorf("set up the fleet controller: %w", err)
+	}
+	if err := application.Add(mgr, application.DefaultOptions()); err != nil {
+		return fmt.Errorf("set up the application observer: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

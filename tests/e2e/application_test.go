@@ -212,9 +212,9 @@ var _ = Describe("application observation", func() {
 	// Whether a restart lands inside one collection (MembershipChanged) or between two (the
 	// member is not ready: IncompleteCoverage) depends on timing this spec does not control;
 	// the unit test TestARestartDuringSamplingIsMembershipChanged pins the first case against
-	// a real API server. What is deterministic here: with the restart held for 4 s, longer
-	// than an observation cycle, some Unknown is published, and no Converged observation
-	// finished well after the kill names the old incarnation.
+	// a real API server. What is deterministic here: with the restart held for 8 s, several
+	// observation cycles (2–3 s each here), some Unknown is published, and no Converged
+	// observation finished well after the kill names the old incarnation.
 	It("never reports a restarted member's previous incarnation, and converges on the new one", func(ctx context.Context) {
 		Expect(kube().Create(ctx, bucketFleet(ns, name, 3, v1.BucketWorkloadOrdered))).To(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
@@ -228,7 +228,7 @@ var _ = Describe("application observation", func() {
 		}
 		Expect(before).NotTo(BeEmpty())
 
-		setKnob(ctx, ns, victim, "CELLD_SIM_RESTART_MS", "4000")
+		setKnob(ctx, ns, victim, "CELLD_SIM_RESTART_MS", "8000")
 		killed := time.Now()
 		Expect(framework.Cluster.Faults.KillMember(ctx, ns, victim)).To(Succeed())
 		seen := map[string]bool{}
