@@ -34,13 +34,13 @@ var version = "dev"
 const minReplacementDelay = time.Minute
 
 type options struct {
-	metricsAddr, probeAddr       string
-	leaderElect, showVersion     bool
-	watchesFile                  string
-	storageProvisioners          string
-	fleet                        fleet.Options
-	allowShortReplacementDelay   bool
-	zap                          zap.Options
+	metricsAddr, probeAddr     string
+	leaderElect, showVersion   bool
+	watchesFile                string
+	storageProvisioners        string
+	fleet                      fleet.Options
+	allowShortReplacementDelay bool
+	zap                        zap.Options
 }
 
 func main() {

@@ -55,7 +55,7 @@ var _ = Describe("self-healing", func() {
 		framework.EventuallyWithin(ctx, framework.Short, func() int { return membersDown(ctx, ns, name, 3) }).Should(Equal(2))
 		// Past the replacement delay and the absorb window, nobody is replaced.
 		Consistently(ctx, func() []deleteRecord { return operatorDeletes(ns) }).
-			WithTimeout(e2eOptions.MemberReplacementDelay + e2eOptions.AbsorbWindow + 5*time.Second).WithPolling(time.Second).
+			WithTimeout(e2eOptions.MemberReplacementDelay+e2eOptions.AbsorbWindow+5*time.Second).WithPolling(time.Second).
 			Should(BeEmpty(), "a member was replaced while another member was down")
 		for _, i := range []int{1, 2} {
 			Expect(framework.Cluster.Faults.Unhealthy(ctx, ns, member(i), false)).To(Succeed())

@@ -59,7 +59,12 @@ var _ = Describe("PersistentFleet lifecycle", func() {
 		Expect(kube().Get(ctx, types.NamespacedName{Name: reservation.Name(f.Spec.Storage.Bucket, "")}, res)).To(Succeed())
 		Expect(res.Spec.FleetUID).To(Equal(string(getFleet(ctx, ns, name).UID)))
 
-		// A settled fleet's reconciles (every second here) write nothing.
+		// A settled fleet's reconciles (every second here) write nothing. The application
+		// observer publishes its first result once the members are Ready; let it land first
+		// (it then writes at most once a minute).
+		framework.EventuallyWithin(ctx, framework.Medium, func() string {
+			return condition(ctx, ns, name, v1.ConditionApplicationConverged)
+		}).Should(Equal("True/" + v1.ReasonConverged))
 		settled := time.Now()
 		before := getFleet(ctx, ns, name).ResourceVersion
 		stsBefore := statefulSetOf(ctx, ns, name).ResourceVersion
@@ -114,7 +119,7 @@ var _ = Describe("PersistentFleet lifecycle", func() {
 		}).Should(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
 		kept := claimUIDs(ctx, ns)
-		Expect(kept).To(HaveKey("data-" + name + "-3"), "scale-in keeps the removed member's claim")
+		Expect(kept).To(HaveKey("data-"+name+"-3"), "scale-in keeps the removed member's claim")
 
 		scale(ctx, ns, name, 4)
 		waitFleetReady(ctx, ns, name, 4)
