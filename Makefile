@@ -41,7 +41,7 @@ test: tools verify test-unit test-api test-rbac test-e2e test-fuzz ## Run every 
 
 .PHONY: test-unit
 test-unit: tools ## Unit tests, chart goldens and server-side apply tests (envtest).
-	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... .
+	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... .
 
 .PHONY: test-api
 test-api: tools ## CRD admission, SSA ownership and subresources against a real kube-apiserver.

@@ -81,7 +81,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if reportErr := r.report(ctx, s); reportErr != nil && err == nil {
 		err = reportErr
 	}
-	return s.result, err
+	if err != nil {
+		return ctrl.Result{}, err // controller-runtime retries with backoff
+	}
+	return s.result, nil
 }
 
 func (r *Reconciler) runPhases(ctx context.Context, s *scope, phases []phase) error {

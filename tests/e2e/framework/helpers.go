@@ -36,10 +36,21 @@ func NewNamespace(ctx context.Context, prefix string) string {
 	}}
 	got, err := Cluster.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred(), "create namespace")
+	specNamespaces = append(specNamespaces, got.Name)
 	DeferCleanup(func(ctx context.Context) {
 		_ = Cluster.Client.CoreV1().Namespaces().Delete(ctx, got.Name, metav1.DeleteOptions{})
 	})
 	return got.Name
+}
+
+// specNamespaces are the namespaces the running spec created; the safety monitor checks each.
+var specNamespaces []string
+
+// SpecNamespaces returns the namespaces the current spec created and forgets them.
+func SpecNamespaces() []string {
+	out := specNamespaces
+	specNamespaces = nil
+	return out
 }
 
 // EventuallyWithin polls f every Poll until it succeeds or d passes.

@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/tests/e2e/framework"
+)
+
+// The safety monitor runs after every spec, whatever it tested, over every namespace the spec
+// created. It reads the operator's own journal of deletes and writes, so it judges what the
+// operator did, not what Kubernetes did:
+//   - a claim is deleted only by a replacement (a MemberDiskLost or MemberReplaced event
+//     about that member) or after the operator deleted the fleet's workload (fleet deletion);
+//   - two claims are never given up within the absorb window of each other outside deletion:
+//     a second replacement that soon would replace a member while another is down.
+var _ = AfterEach(func(ctx context.Context) {
+	for _, ns := range framework.SpecNamespaces() {
+		checkSafety(ctx, ns)
+	}
+})
+
+func checkSafety(ctx context.Context, ns string) {
+	GinkgoHelper()
+	deletions := workloadDeletions(ns)
+	events, err := framework.Cluster.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	var last time.Time
+	for _, d := range operatorDeletes(ns) {
+		if d.Kind != "PersistentVolumeClaim" {
+			continue
+		}
+		if !deletions.IsZero() && d.At.After(deletions) {
+			continue // fleet deletion removes every claim
+		}
+		member := strings.TrimPrefix(d.Name, "data-")
+		justified := false
+		for _, e := range events.Items {
+			if (e.Reason == v1.EventMemberDiskLost || e.Reason == v1.EventMemberReplaced) && strings.Contains(e.Note, member) {
+				justified = true
+			}
+		}
+		Expect(justified).To(BeTrue(), "safety: the operator deleted claim %s/%s without a replacement event or fleet deletion", ns, d.Name)
+		Expect(last.IsZero() || d.At.Sub(last) >= e2eOptions.AbsorbWindow).To(BeTrue(),
+			"safety: the operator gave up two disks in %s within %s of each other: a member was replaced while another was down", ns, d.At.Sub(last))
+		last = d.At
+	}
+}
+
+// workloadDeletions is when the operator first deleted a workload in ns, or zero.
+func workloadDeletions(ns string) time.Time {
+	for _, w := range operatorWrites(ns, time.Time{}) {
+		if w.Method == "DELETE" && (strings.Contains(w.Path, "/statefulsets/") || strings.Contains(w.Path, "/deployments/")) {
+			return w.At
+		}
+	}
+	return time.Time{}
+}
