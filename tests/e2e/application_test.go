@@ -35,7 +35,7 @@ func appState(ctx context.Context, ns, name string) (*v1.CelldFleet, *metav1.Con
 func waitApplication(ctx context.Context, ns, name string, status metav1.ConditionStatus, reason string) *v1.CelldFleet {
 	GinkgoHelper()
 	var out *v1.CelldFleet
-	framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
+	framework.EventuallyWithin(ctx, 2*framework.Medium, func(g Gomega) {
 		f, c, app := appState(ctx, ns, name)
 		g.Expect(c).NotTo(BeNil(), "no ApplicationConverged yet")
 		g.Expect(app).NotTo(BeNil())

@@ -27,6 +27,7 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
+	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/tests/e2e/framework"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
@@ -196,8 +197,10 @@ func within(d time.Duration) time.Duration { return d }
 
 func resourceGi(n int64) resource.Quantity { return *resource.NewQuantity(n<<30, resource.BinarySI) }
 
-// operatorWrites returns the write requests the operator sent about namespace ns (or about
-// cluster-scoped objects named in names) since a time.
+// operatorWrites returns the write requests the lifecycle reconciler sent about namespace ns
+// (or about cluster-scoped objects named in names) since a time. The application observer's
+// status writes are left out: it is a separate component that publishes a changed observation
+// at once and an unchanged one at most once a minute (docs/application.md).
 func operatorWrites(ns string, since time.Time, names ...string) []writeRecord {
 	GinkgoHelper()
 	f, err := os.Open(filepath.Join(artifactsDir(), "operator-writes.jsonl"))
@@ -211,7 +214,7 @@ func operatorWrites(ns string, since time.Time, names ...string) []writeRecord {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var r writeRecord
-		if json.Unmarshal(sc.Bytes(), &r) != nil || r.At.Before(since) {
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.At.Before(since) || r.Manager == application.FieldManager {
 			continue
 		}
 		if strings.Contains(r.Path, "/namespaces/"+ns+"/") || slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(r.Path, "/"+n) }) {

@@ -227,9 +227,10 @@ func crashIfArmed(namespace, pod string) {
 
 // writeRecord is one write request the operator sent to the API server.
 type writeRecord struct {
-	Method string    `json:"method"`
-	Path   string    `json:"path"`
-	At     time.Time `json:"at"`
+	Method  string    `json:"method"`
+	Path    string    `json:"path"`
+	Manager string    `json:"manager,omitempty"`
+	At      time.Time `json:"at"`
 }
 
 // writeJournal records every write request of the operator (POST, PUT, PATCH, DELETE) in
@@ -240,7 +241,8 @@ type writeJournal struct{ next http.RoundTripper }
 func (w writeJournal) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := w.next.RoundTrip(req)
 	if req.Method != http.MethodGet && err == nil && resp.StatusCode < 300 && !strings.Contains(req.URL.Path, "/leases/") {
-		line, _ := json.Marshal(writeRecord{Method: req.Method, Path: req.URL.Path, At: time.Now()})
+		rec := writeRecord{Method: req.Method, Path: req.URL.Path, Manager: req.URL.Query().Get("fieldManager"), At: time.Now()}
+		line, _ := json.Marshal(rec)
 		journalMu.Lock()
 		_, _ = logFile("operator-writes.jsonl").Write(append(line, '\n'))
 		journalMu.Unlock()
