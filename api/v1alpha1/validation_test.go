@@ -116,11 +116,16 @@ func TestSamplesAreValid(t *testing.T) {
 		t.Fatalf("want the 12 samples, found %d (%v)", len(files), err)
 	}
 	for _, file := range files {
-		for _, f := range ReadSampleFleets(t, file) {
-			f.Default()
-			if errs := f.Validate(); len(errs) > 0 {
-				t.Errorf("%s: sample fleet %s is invalid: %v", file, f.Name, errs)
-			}
+		f, err := corpus.ReadSample(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == nil {
+			continue
+		}
+		f.Default()
+		if errs := f.Validate(); len(errs) > 0 {
+			t.Errorf("%s: sample fleet %s is invalid: %v", file, f.Name, errs)
 		}
 	}
 }
@@ -135,26 +140,4 @@ func TestDefaultMatchesTheCRDDefaults(t *testing.T) {
 		s.Execution.MemoryRequest.String() != "512Mi" || s.Execution.MemoryLimit.String() != "1Gi" {
 		t.Fatalf("defaults drifted from the CRD: %+v", s)
 	}
-}
-
-// ReadSampleFleets returns the CelldFleets of a multi-document sample file.
-func ReadSampleFleets(t testing.TB, file string) []*v1.CelldFleet {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*v1.CelldFleet
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil || meta.Kind != "CelldFleet" {
-			continue
-		}
-		var f v1.CelldFleet
-		if err := yaml.UnmarshalStrict([]byte(doc), &f); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		out = append(out, &f)
-	}
-	return out
 }

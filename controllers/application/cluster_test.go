@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,12 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/celld"
+	"github.com/celld/celld-operator/tests/apiserver"
 )
 
 // The tests in this file run against a real kube-apiserver (envtest, binaries from bin/), since
@@ -27,15 +27,15 @@ import (
 // server starts on first use, so the pure tests of the package do not wait for it.
 var (
 	envOnce sync.Once
-	env     *envtest.Environment
+	stopEnv func()
 	k8s     client.Client
 	envErr  error
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if env != nil {
-		_ = env.Stop()
+	if stopEnv != nil {
+		stopEnv()
 	}
 	os.Exit(code)
 }
@@ -45,17 +45,11 @@ func TestMain(m *testing.M) {
 func apiServer(t *testing.T) client.Client {
 	t.Helper()
 	envOnce.Do(func() {
-		root, _ := filepath.Abs(filepath.Join("..", ".."))
-		if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-			os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin"))
-		}
 		scheme := runtime.NewScheme()
 		_ = clientgoscheme.AddToScheme(scheme)
 		_ = v1.AddToScheme(scheme)
-		env = &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-		cfg, err := env.Start()
-		if err != nil {
-			envErr = fmt.Errorf("start kube-apiserver from %s (make tools builds it): %w", os.Getenv("KUBEBUILDER_ASSETS"), err)
+		var cfg *rest.Config
+		if cfg, stopEnv, envErr = apiserver.Start("config/crd/bases"); envErr != nil {
 			return
 		}
 		k8s, envErr = client.New(cfg, client.Options{Scheme: scheme})

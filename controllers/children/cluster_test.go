@@ -2,7 +2,6 @@ package children
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,27 +15,27 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/tests/apiserver"
 )
 
 // The API-server tests share one etcd + kube-apiserver, started on first use so the pure tests
 // stay fast, and stopped by TestMain.
 var (
 	envOnce   sync.Once
-	env       *envtest.Environment
+	stopEnv   func()
 	envClient client.Client
+	envConfig *rest.Config
 	envErr    error
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop test API server:", err)
-		}
+	if stopEnv != nil {
+		stopEnv()
 	}
 	os.Exit(code)
 }
@@ -47,33 +46,15 @@ func TestMain(m *testing.M) {
 func apiServer(t testing.TB) client.Client {
 	t.Helper()
 	envOnce.Do(func() {
-		assets := os.Getenv("KUBEBUILDER_ASSETS")
-		if assets == "" {
-			assets, _ = filepath.Abs("../../bin")
-		}
-		for _, bin := range []string{"etcd", "kube-apiserver"} {
-			if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
-				envErr = fmt.Errorf("%s is missing from KUBEBUILDER_ASSETS=%s; build the control-plane binaries with tests/tools/install.sh (make test does)", bin, assets)
-				return
-			}
-		}
 		scheme := runtime.NewScheme()
-		if err := clientgoscheme.AddToScheme(scheme); err != nil {
-			envErr = err
+		if envErr = clientgoscheme.AddToScheme(scheme); envErr != nil {
 			return
 		}
-		env = &envtest.Environment{
-			BinaryAssetsDirectory: assets,
-			CRDDirectoryPaths:     []string{filepath.Join("testdata", "crds")},
-			ErrorIfCRDPathMissing: true,
-			Scheme:                scheme,
-		}
-		cfg, err := env.Start()
-		if err != nil {
-			envErr = fmt.Errorf("start test API server: %w", err)
+		crds, _ := filepath.Abs(filepath.Join("testdata", "crds"))
+		if envConfig, stopEnv, envErr = apiserver.Start(crds); envErr != nil {
 			return
 		}
-		envClient, envErr = client.New(cfg, client.Options{Scheme: scheme})
+		envClient, envErr = client.New(envConfig, client.Options{Scheme: scheme})
 	})
 	if envErr != nil {
 		t.Fatal(envErr)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden renders under testdata/golden")
@@ -35,13 +36,9 @@ func testFacts() OperatorFacts {
 
 func loadSample(t testing.TB, path string) *v1.CelldFleet {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &v1.CelldFleet{}
-	if err := yaml.UnmarshalStrict(data, f); err != nil {
-		t.Fatalf("sample %s: %v", path, err)
+	f, err := corpus.ReadSample(path)
+	if err != nil || f == nil {
+		t.Fatalf("sample %s: %v (no CelldFleet: %v)", path, err, f == nil)
 	}
 	f.Namespace = testNamespace
 	f.UID = testUID
@@ -51,15 +48,11 @@ func loadSample(t testing.TB, path string) *v1.CelldFleet {
 
 func isFleetManifest(t testing.TB, path string) bool {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	f, err := corpus.ReadSample(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var head struct{ Kind string }
-	if err := yaml.Unmarshal(data, &head); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return head.Kind == "CelldFleet"
+	return f != nil
 }
 
 func renderYAML(t testing.TB, objs []*unstructured.Unstructured) []byte {

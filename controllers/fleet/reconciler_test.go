@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,11 +20,11 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/tests/apiserver"
 )
 
 // These tests run the reconciler against a real kube-apiserver and etcd (no controllers, no
@@ -41,20 +40,14 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	root, _ := filepath.Abs(filepath.Join("..", ".."))
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		_ = os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin"))
-	}
 	_ = clientgoscheme.AddToScheme(testScheme)
 	_ = v1.AddToScheme(testScheme)
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	cfg, err := env.Start()
+	cfg, stop, err := apiserver.Start("config/crd/bases")
 	if err != nil {
-		_ = env.Stop()
-		fmt.Fprintf(os.Stderr, "controllers/fleet needs etcd and kube-apiserver in %s (make tools): %v\n", os.Getenv("KUBEBUILDER_ASSETS"), err)
+		fmt.Fprintln(os.Stderr, "controllers/fleet:", err)
 		return 1
 	}
-	defer func() { _ = env.Stop() }()
+	defer stop()
 	testCfg = cfg
 	return m.Run()
 }

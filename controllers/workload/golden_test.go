@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/workload"
 )
 
@@ -46,26 +47,19 @@ func reservationName(bucket string) string {
 // a CelldFleet (kustomization.yaml).
 func loadSample(t testing.TB, path string) *v1.CelldFleet {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	f, err := corpus.ReadSample(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for doc := range strings.SplitSeq(string(raw), "\n---\n") {
-		if !strings.Contains(doc, "\nkind: CelldFleet\n") {
-			continue
-		}
-		f := &v1.CelldFleet{}
-		if err := yaml.UnmarshalStrict([]byte(doc), f); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		f.Namespace, f.UID = testNamespace, testUID
-		f.Default()
-		if errs := f.Validate(); len(errs) > 0 {
-			t.Fatalf("%s: the sample must be valid: %v", path, errs)
-		}
-		return f
+	if f == nil {
+		return nil
 	}
-	return nil
+	f.Namespace, f.UID = testNamespace, testUID
+	f.Default()
+	if errs := f.Validate(); len(errs) > 0 {
+		t.Fatalf("%s: the sample must be valid: %v", path, errs)
+	}
+	return f
 }
 
 // samples are the sample fleets by file name (without .yaml), in file order.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,9 +12,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/tests/apiserver"
 )
 
 var (
@@ -31,34 +30,16 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		panic(err)
-	}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin"))
-	}
-	for _, b := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), b)); err != nil {
-			fmt.Fprintf(os.Stderr, "tests/api needs %s in %s: run `make tools` (make test does it)\n", b, os.Getenv("KUBEBUILDER_ASSETS"))
-			return 1
-		}
-	}
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1.AddToScheme(scheme)
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	restCfg, err = env.Start()
+	cfg, stop, err := apiserver.Start("config/crd/bases")
 	if err != nil {
-		_ = env.Stop() // Start may fail after etcd and the API server are running
-		fmt.Fprintf(os.Stderr, "start kube-apiserver: %v\n", err)
+		fmt.Fprintln(os.Stderr, "tests/api:", err)
 		return 1
 	}
-	defer func() { _ = env.Stop() }()
-	k8s, err = client.New(restCfg, client.Options{Scheme: scheme})
-	if err != nil {
+	defer stop()
+	restCfg = cfg
+	if k8s, err = client.New(restCfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintf(os.Stderr, "client: %v\n", err)
 		return 1
 	}

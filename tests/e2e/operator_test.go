@@ -12,9 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/application"
@@ -57,7 +54,7 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(false), zap.WriteTo(logFile("operator.log"))))
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeJournal{rt} })
-	if err := installCRDs(ctx, cfg); err != nil {
+	if err := localcluster.InstallCRDs(ctx, cfg, filepath.Join("..", ".."), localcluster.OperatorCRDs...); err != nil {
 		return err
 	}
 	scheme := runtime.NewScheme()
@@ -97,57 +94,6 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 		}
 	}()
 	return nil
-}
-
-func installCRDs(ctx context.Context, cfg *rest.Config) error {
-	scheme := runtime.NewScheme()
-	_ = apiextensionsv1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	// The fleet CRDs, and the optional APIs the Helm half uses: Gateway API HTTPRoute (from the
-	// sigs.k8s.io/gateway-api module) and Istio's security CRDs, so routing and mesh specs run.
-	files, _ := filepath.Glob(filepath.Join("..", "..", "config", "crd", "bases", "*.yaml"))
-	optional, _ := filepath.Glob(filepath.Join("..", "..", "controllers", "children", "testdata", "crds", "*.yaml"))
-	files = append(files, optional...)
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
-		for _, doc := range strings.Split(string(data), "\n---") {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := yaml.Unmarshal([]byte(doc), crd); err != nil {
-				return fmt.Errorf("%s: %w", file, err)
-			}
-			if crd.Name == "" {
-				continue
-			}
-			if err := c.Create(ctx, crd); client.IgnoreAlreadyExists(err) != nil {
-				return err
-			}
-		}
-	}
-	for _, name := range []string{"celldfleets.celld.eric.dev", "celldstoragereservations.celld.eric.dev"} {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			return c.Get(ctx, client.ObjectKey{Name: name}, crd) == nil && established(crd), nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", name, err)
-		}
-	}
-	return nil
-}
-
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // deleteRecord is one delete the operator issued.

@@ -5,19 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/tests/localcluster"
@@ -73,7 +70,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := installCRDs(ctx); err != nil {
+	if err := localcluster.InstallCRDs(ctx, adminCfg, root, localcluster.OperatorCRDs...); err != nil {
 		fmt.Fprintf(os.Stderr, "install the CRDs: %v\n", err)
 		return 1
 	}
@@ -91,53 +88,4 @@ func binDir() string {
 		return d
 	}
 	return filepath.Join(root, "bin")
-}
-
-// installCRDs creates the operator's CRDs (config/crd/bases) and the optional Gateway API and
-// Istio security CRDs the children chart renders for (controllers/children/testdata/crds), so
-// the operator's prune lists of those kinds are real requests that RBAC must allow.
-func installCRDs(ctx context.Context) error {
-	files, _ := filepath.Glob(filepath.Join(root, "config", "crd", "bases", "*.yaml"))
-	optional, _ := filepath.Glob(filepath.Join(root, "controllers", "children", "testdata", "crds", "*.yaml"))
-	if len(files) == 0 {
-		return fmt.Errorf("no CRDs in %s", filepath.Join(root, "config", "crd", "bases"))
-	}
-	var names []string
-	for _, file := range append(files, optional...) {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return err
-		}
-		for _, doc := range strings.Split(string(data), "\n---") {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := yaml.Unmarshal([]byte(doc), crd); err != nil {
-				return fmt.Errorf("%s: %w", file, err)
-			}
-			if crd.Name == "" {
-				continue
-			}
-			if err := admin.Create(ctx, crd); client.IgnoreAlreadyExists(err) != nil {
-				return fmt.Errorf("%s: %w", crd.Name, err)
-			}
-			names = append(names, crd.Name)
-		}
-	}
-	for _, name := range names {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := admin.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-				return false, nil
-			}
-			for _, c := range crd.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", name, err)
-		}
-	}
-	return nil
 }
