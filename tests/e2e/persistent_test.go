@@ -130,6 +130,31 @@ var _ = Describe("PersistentFleet lifecycle", func() {
 		expectNoOperatorDeletes(ns, "scaling")
 	})
 
+	It("grows one run at a time: the kept disk reattaches before a fresh disk is added", func(ctx context.Context) {
+		Expect(kube().Create(ctx, persistentFleet(ns, name, 4))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 4)
+		scale(ctx, ns, name, 3)
+		waitFleetReady(ctx, ns, name, 3)
+		kept := claimUIDs(ctx, ns)["data-"+name+"-3"]
+		Expect(kept).NotTo(BeEmpty())
+
+		scale(ctx, ns, name, 5)
+		var seen []int32
+		framework.EventuallyWithin(ctx, 2*framework.Medium, func(g Gomega) {
+			r := *statefulSetOf(ctx, ns, name).Spec.Replicas
+			if len(seen) == 0 || seen[len(seen)-1] != r {
+				seen = append(seen, r)
+			}
+			g.Expect(r).To(Equal(int32(5)))
+		}).Should(Succeed())
+		Expect(seen).To(ContainElement(int32(4)), "the kept run (member 3) is added alone before the fresh run (member 4): %v", seen)
+		waitFleetReady(ctx, ns, name, 5)
+		claims := claimUIDs(ctx, ns)
+		Expect(claims["data-"+name+"-3"]).To(Equal(kept), "member 3 reattached its kept disk")
+		Expect(claims).To(HaveKey("data-" + name + "-4"))
+		expectNoOperatorDeletes(ns, "growth")
+	})
+
 	It("refuses to grow onto a claim that does not belong to the fleet (StorageIdentityConflict)", func(ctx context.Context) {
 		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
