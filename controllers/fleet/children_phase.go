@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -120,5 +119,3 @@ func hasCondition(f *v1.CelldFleet, t string) bool {
 	}
 	return false
 }
-
-var _ = metav1.Now

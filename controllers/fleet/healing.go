@@ -38,7 +38,9 @@ func (r *Reconciler) healing(ctx context.Context, s *scope) (bool, error) {
 	if err := r.act(ctx, s, d); err != nil {
 		return true, err
 	}
-	if d.Reason != "" && (d.Action != lifecycle.None || s.reason == v1.ReasonProvisioned || s.reason == v1.ReasonProvisioning || d.Reason == v1.ReasonMemberUnschedulable) {
+	// A healing action or wait explains the fleet better than the rollout's verdict, but never
+	// hides a reason that holds provisioning back (a growth refusal, say).
+	if d.Reason != "" && (d.Action != lifecycle.None || lifecycle.Provisioned(s.reason)) {
 		s.progress(d.Reason, d.Message)
 	}
 	if d.Action != lifecycle.None {

@@ -81,9 +81,9 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 	}
 	d := s.deploy
 	applied, target := replicasOf(d.Spec.Replicas), f.DesiredReplicas()
-	rolledOut := d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == applied &&
-		d.Status.ReadyReplicas == applied && d.Status.Replicas == applied &&
-		!r.drifted(d, desired.Annotations[v1.AnnotationSpecHash])
+	matches := !r.drifted(d, desired.Annotations[v1.AnnotationSpecHash])
+	rolledOut := matches && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == applied &&
+		d.Status.ReadyReplicas == applied && d.Status.Replicas == applied
 	next := target
 	switch {
 	case target < applied && !rolledOut:
@@ -98,7 +98,7 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 		return true, err
 	}
 	if s.reason == "" {
-		w := lifecycle.Workload{Exists: true, Replicas: applied, TemplateMatches: rolledOut || !r.drifted(d, desired.Annotations[v1.AnnotationSpecHash]),
+		w := lifecycle.Workload{Exists: true, Replicas: applied, TemplateMatches: matches,
 			Generation: d.Generation, ObservedGeneration: d.Status.ObservedGeneration,
 			UpdatedReplicas: d.Status.UpdatedReplicas, ReadyReplicas: d.Status.ReadyReplicas, RevisionCurrent: d.Status.Replicas == applied}
 		s.progress(rollout(w, next, f.Name))

@@ -192,9 +192,6 @@ func eventReasons(ctx context.Context, ns string) []string {
 	return out
 }
 
-// within is a short alias for deadlines in specs.
-func within(d time.Duration) time.Duration { return d }
-
 func resourceGi(n int64) resource.Quantity { return *resource.NewQuantity(n<<30, resource.BinarySI) }
 
 // operatorWrites returns the write requests the lifecycle reconciler sent about namespace ns

@@ -10,9 +10,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/tests/e2e/framework"
 )
@@ -175,6 +172,3 @@ func expectOnlyClaimDeletes(ns, claim string) {
 	}
 	Expect(claims).To(Equal([]string{claim}), "the operator must delete exactly one claim, %s", claim)
 }
-
-var _ = types.UID("")
-var _ = corev1.PodReady
