@@ -53,7 +53,9 @@ func Add(mgr manager.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("application observer client: %w", err)
 	}
-	return mgr.Add(New(mgr.GetClient(), direct, direct.Status(), o))
+	obs := New(mgr.GetClient(), direct, direct.Status(), o)
+	obs.log = mgr.GetLogger().WithName("application") // the manager's logger, like every controller
+	return mgr.Add(obs)
 }
 
 // New builds an Observer; zero Options fields take their production value.
