@@ -53,7 +53,7 @@ test-rbac: tools ## Least-privilege RBAC (chart and bundle CSV) proven on the lo
 
 .PHONY: test-e2e
 test-e2e: tools $(GINKGO) build ## Ginkgo e2e suites on the local cluster (parallel namespaces of one cluster).
-	$(GINKGO) -p --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./tests/e2e
+	$(GINKGO) -p --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s --label-filter='!scale' ./tests/e2e
 
 .PHONY: test-fuzz
 test-fuzz: ## Short, bounded fuzzing of the /state parser (FUZZTIME=10m for longer runs).
@@ -66,7 +66,7 @@ bench: ## Benchmarks of the pure packages (numbers go to docs/performance.md).
 
 .PHONY: test-scale
 test-scale: tools $(GINKGO) build ## Long scale and soak runs, not part of make test.
-	E2E_LABEL_FILTER=scale $(GINKGO) --label-filter=scale --timeout=90m ./tests/e2e
+	$(GINKGO) -v --label-filter=scale --timeout=60m ./tests/e2e
 
 ##@ Build and generate
 
