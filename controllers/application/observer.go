@@ -27,8 +27,9 @@ type Observer struct {
 	// Status applies status.application and ApplicationConverged; it is the only writer.
 	Status client.SubResourceWriter
 
-	opts Options
-	log  logr.Logger
+	opts    Options
+	log     logr.Logger
+	metrics *metrics
 
 	mu       sync.Mutex
 	last     map[types.UID]observed
@@ -39,6 +40,8 @@ type Observer struct {
 type observed struct {
 	at         time.Time
 	generation int64
+	// namespace and name identify the fleet's metric series once the fleet is gone.
+	namespace, name string
 }
 
 var (
@@ -55,6 +58,7 @@ func Add(mgr manager.Manager, o Options) error {
 	}
 	obs := New(mgr.GetClient(), direct, direct.Status(), o)
 	obs.log = mgr.GetLogger().WithName("application") // the manager's logger, like every controller
+	obs.metrics = defaultMetrics()
 	return mgr.Add(obs)
 }
 
@@ -131,8 +135,9 @@ func (o *Observer) forgetGone(fleets []v1.CelldFleet) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for uid := range o.last {
+	for uid, last := range o.last {
 		if !live[uid] && !o.inflight[uid] {
+			o.metrics.forget(last.namespace, last.name)
 			delete(o.last, uid)
 		}
 	}
@@ -162,7 +167,7 @@ func (o *Observer) ObserveFleet(ctx context.Context, f *v1.CelldFleet) {
 	defer func() {
 		o.mu.Lock()
 		delete(o.inflight, f.UID)
-		o.last[f.UID] = observed{at: start, generation: f.Generation}
+		o.last[f.UID] = observed{at: start, generation: f.Generation, namespace: f.Namespace, name: f.Name}
 		o.mu.Unlock()
 	}()
 	log := o.log.WithValues("fleet", client.ObjectKeyFromObject(f))
@@ -171,6 +176,7 @@ func (o *Observer) ObserveFleet(ctx context.Context, f *v1.CelldFleet) {
 		log.Error(err, "observe application")
 		return
 	}
+	o.metrics.record(f, r, o.opts.Now().Sub(start))
 	if unchanged(f, r, o.opts.Now(), o.opts.Refresh) {
 		return
 	}
