@@ -52,8 +52,12 @@ func init() {
 // safety monitor checks each spec's namespace against it.
 func startOperator(ctx context.Context, cfg *rest.Config) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(false), zap.WriteTo(logFile("operator.log"))))
+	plain, err := client.New(cfg, client.Options{Scheme: fleetScheme()})
+	if err != nil {
+		return err
+	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeJournal{rt} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeJournal{next: rt, fleets: plain} })
 	if err := localcluster.InstallCRDs(ctx, cfg, filepath.Join("..", ".."), localcluster.OperatorCRDs...); err != nil {
 		return err
 	}
@@ -177,21 +181,71 @@ type writeRecord struct {
 	Path    string    `json:"path"`
 	Manager string    `json:"manager,omitempty"`
 	At      time.Time `json:"at"`
+	// Paused: a fleet of the namespace was paused when the operator sent a workload write or a
+	// member delete. The safety monitor refuses every such record.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // writeJournal records every write request of the operator (POST, PUT, PATCH, DELETE) in
 // .artifacts/operator-writes.jsonl, so specs can count the writes a fleet costs and assert
 // that a settled fleet costs none.
-type writeJournal struct{ next http.RoundTripper }
+type writeJournal struct {
+	next   http.RoundTripper
+	fleets client.Client // reads fleets without going through the journal
+}
 
 func (w writeJournal) RoundTrip(req *http.Request) (*http.Response, error) {
+	paused := w.lifecycleWrite(req) && w.anyPaused(req)
 	resp, err := w.next.RoundTrip(req)
 	if req.Method != http.MethodGet && err == nil && resp.StatusCode < 300 && !strings.Contains(req.URL.Path, "/leases/") {
-		rec := writeRecord{Method: req.Method, Path: req.URL.Path, Manager: req.URL.Query().Get("fieldManager"), At: time.Now()}
+		rec := writeRecord{Method: req.Method, Path: req.URL.Path, Manager: req.URL.Query().Get("fieldManager"), At: time.Now(), Paused: paused}
 		line, _ := json.Marshal(rec)
 		journalMu.Lock()
 		_, _ = logFile("operator-writes.jsonl").Write(append(line, '\n'))
 		journalMu.Unlock()
 	}
 	return resp, err
+}
+
+// lifecycleWrite: a write a paused fleet must never receive from the operator: a workload spec
+// write, or a Pod or claim delete.
+func (w writeJournal) lifecycleWrite(req *http.Request) bool {
+	p := req.URL.Path
+	switch {
+	case strings.HasSuffix(p, "/status") || strings.HasSuffix(p, "/scale"):
+		return false
+	case req.Method == http.MethodPut || req.Method == http.MethodPatch || req.Method == http.MethodPost:
+		return strings.Contains(p, "/statefulsets") || strings.Contains(p, "/deployments")
+	case req.Method == http.MethodDelete:
+		return strings.Contains(p, "/pods/") || strings.Contains(p, "/persistentvolumeclaims/")
+	}
+	return false
+}
+
+// anyPaused reads the fleets of the request's namespace as they are when the write is sent.
+func (w writeJournal) anyPaused(req *http.Request) bool {
+	parts := strings.Split(req.URL.Path, "/")
+	for i, part := range parts {
+		if part == "namespaces" && i+1 < len(parts) {
+			list := &v1.CelldFleetList{}
+			if w.fleets.List(req.Context(), list, client.InNamespace(parts[i+1])) != nil {
+				return false
+			}
+			for _, f := range list.Items {
+				// Deletion proceeds on a paused fleet (members drain, disks go): only a live
+				// paused fleet must be left alone.
+				if f.Spec.Maintenance != nil && f.Spec.Maintenance.Paused && f.DeletionTimestamp == nil {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func fleetScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1.AddToScheme(s)
+	return s
 }

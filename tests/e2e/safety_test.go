@@ -20,7 +20,8 @@ import (
 //   - a claim is deleted only by a replacement (a MemberDiskLost or MemberReplaced event
 //     about that member) or after the operator deleted the fleet's workload (fleet deletion);
 //   - two claims are never given up within the absorb window of each other outside deletion:
-//     a second replacement that soon would replace a member while another is down.
+//     a second replacement that soon would replace a member while another is down;
+//   - a paused fleet gets no workload write and no member delete from the operator.
 var _ = AfterEach(func(ctx context.Context) {
 	for _, ns := range framework.SpecNamespaces() {
 		checkSafety(ctx, ns)
@@ -29,6 +30,9 @@ var _ = AfterEach(func(ctx context.Context) {
 
 func checkSafety(ctx context.Context, ns string) {
 	GinkgoHelper()
+	for _, w := range operatorWrites(ns, time.Time{}) {
+		Expect(w.Paused).To(BeFalse(), "safety: the operator sent %s %s while a fleet of %s was paused", w.Method, w.Path, ns)
+	}
 	deletions := workloadDeletions(ns)
 	events, err := framework.Cluster.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 	Expect(err).NotTo(HaveOccurred())
