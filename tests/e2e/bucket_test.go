@@ -156,7 +156,7 @@ var _ = Describe("Bucket Ordered fleets on lost zones and nodes", Serial, func()
 			g.Expect(p.Spec.NodeName).NotTo(BeEmpty())
 		}).Should(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
-		Expect(eventReasons(ctx, ns)).To(ContainElement(v1.EventMemberForceDeleted))
+		expectEvent(ctx, ns, v1.EventMemberForceDeleted)
 	})
 })
 

@@ -180,6 +180,14 @@ func membersDown(ctx context.Context, ns, name string, n int32) int {
 	return down
 }
 
+// expectEvent waits for an event with reason in ns: events are delivered asynchronously, after
+// the action they report.
+func expectEvent(ctx context.Context, ns, reason string) {
+	GinkgoHelper()
+	framework.EventuallyWithin(ctx, framework.Short, func() []string { return eventReasons(ctx, ns) }).
+		Should(ContainElement(reason), "event %s in %s", reason, ns)
+}
+
 // events returns the reasons of the events about a fleet.
 func eventReasons(ctx context.Context, ns string) []string {
 	GinkgoHelper()

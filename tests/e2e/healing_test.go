@@ -40,7 +40,7 @@ var _ = Describe("self-healing", func() {
 		after := claimUIDs(ctx, ns)
 		Expect(after[claim(0)]).To(Equal(before[claim(0)]), "other members keep their disks")
 		Expect(after[claim(2)]).To(Equal(before[claim(2)]), "other members keep their disks")
-		Expect(eventReasons(ctx, ns)).To(ContainElement(v1.EventMemberDiskLost))
+		expectEvent(ctx, ns, v1.EventMemberDiskLost)
 		expectOnlyClaimDeletes(ns, claim(1))
 	})
 
@@ -68,7 +68,9 @@ var _ = Describe("self-healing", func() {
 		framework.EventuallyWithin(ctx, 2*time.Minute, func() bool { return time.Since(created) > 65*time.Second }).Should(BeTrue())
 		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"restartToken":"age"}}}`)
 		framework.EventuallyWithin(ctx, 2*framework.Medium, func(g Gomega) {
-			g.Expect(framework.Pod(ctx, ns, member(0)).Annotations).To(HaveKeyWithValue(v1.AnnotationRestartToken, "age"))
+			p := framework.Pod(ctx, ns, member(0)) // absent for a moment while it is recreated
+			g.Expect(p).NotTo(BeNil())
+			g.Expect(p.Annotations).To(HaveKeyWithValue(v1.AnnotationRestartToken, "age"))
 		}).Should(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
 		before := claimUIDs(ctx, ns)
@@ -82,7 +84,7 @@ var _ = Describe("self-healing", func() {
 			g.Expect(claimUIDs(ctx, ns)[claim(2)]).NotTo(Equal(before[claim(2)]))
 		}).Should(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
-		Expect(eventReasons(ctx, ns)).To(ContainElement(v1.EventMemberReplaced))
+		expectEvent(ctx, ns, v1.EventMemberReplaced)
 		expectOnlyClaimDeletes(ns, claim(2))
 	})
 
@@ -132,7 +134,7 @@ var _ = Describe("self-healing on lost nodes and zones", Serial, func() {
 		}).Should(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
 		Expect(claimUIDs(ctx, ns)).To(Equal(before), "the member returns on its own disk")
-		Expect(eventReasons(ctx, ns)).To(ContainElement(v1.EventMemberForceDeleted))
+		expectEvent(ctx, ns, v1.EventMemberForceDeleted)
 		for _, d := range operatorDeletes(ns) {
 			Expect(d.Kind).To(Equal("Pod"), "a force-delete deletes no claim")
 			Expect(d.Force).To(BeTrue())

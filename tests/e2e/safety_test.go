@@ -34,8 +34,6 @@ func checkSafety(ctx context.Context, ns string) {
 		Expect(w.Paused).To(BeFalse(), "safety: the operator sent %s %s while a fleet of %s was paused", w.Method, w.Path, ns)
 	}
 	deletions := workloadDeletions(ns)
-	events, err := framework.Cluster.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-	Expect(err).NotTo(HaveOccurred())
 	var last time.Time
 	for _, d := range operatorDeletes(ns) {
 		if d.Kind != "PersistentVolumeClaim" {
@@ -45,13 +43,9 @@ func checkSafety(ctx context.Context, ns string) {
 			continue // fleet deletion removes every claim
 		}
 		member := strings.TrimPrefix(d.Name, "data-")
-		justified := false
-		for _, e := range events.Items {
-			if (e.Reason == v1.EventMemberDiskLost || e.Reason == v1.EventMemberReplaced) && strings.Contains(e.Note, member) {
-				justified = true
-			}
-		}
-		Expect(justified).To(BeTrue(), "safety: the operator deleted claim %s/%s without a replacement event or fleet deletion", ns, d.Name)
+		// Events arrive asynchronously after the action they report, so poll for a while.
+		framework.EventuallyWithin(ctx, framework.Short, func() bool { return replacementEvent(ctx, ns, member) }).Should(BeTrue(),
+			"safety: the operator deleted claim %s/%s without a replacement event or fleet deletion", ns, d.Name)
 		Expect(last.IsZero() || d.At.Sub(last) >= e2eOptions.AbsorbWindow).To(BeTrue(),
 			"safety: the operator gave up two disks in %s within %s of each other: a member was replaced while another was down", ns, d.At.Sub(last))
 		last = d.At
@@ -66,4 +60,18 @@ func workloadDeletions(ns string) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// replacementEvent reports whether a MemberDiskLost or MemberReplaced event names member.
+func replacementEvent(ctx context.Context, ns, member string) bool {
+	events, err := framework.Cluster.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false
+	}
+	for _, e := range events.Items {
+		if (e.Reason == v1.EventMemberDiskLost || e.Reason == v1.EventMemberReplaced) && strings.Contains(e.Note, member) {
+			return true
+		}
+	}
+	return false
 }
