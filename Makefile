@@ -110,6 +110,16 @@ bundle: manifests ## Generate the OLM bundle (operator-sdk when on PATH, else th
 	go run ./tests/tools/bundlegen --version $(VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMG) --out bundle
 	@if command -v operator-sdk >/dev/null; then operator-sdk bundle validate ./bundle --select-optional suite=operatorframework; fi
 
+.PHONY: scorecard
+scorecard: ## Run the bundle's scorecard tests on the current cluster (needs the operator-sdk CLI).
+	@command -v operator-sdk >/dev/null || { echo "scorecard needs the operator-sdk CLI on PATH; make test runs the basic scorecard checks in Go (tests/bundle)"; exit 1; }
+	operator-sdk scorecard ./bundle
+
+.PHONY: run-bundle
+run-bundle: ## Install BUNDLE_IMG on the current cluster through OLM (needs the operator-sdk CLI).
+	@command -v operator-sdk >/dev/null || { echo "run-bundle needs the operator-sdk CLI on PATH"; exit 1; }
+	operator-sdk run bundle $(BUNDLE_IMG) --namespace celld-system
+
 .PHONY: docker-build
 docker-build: ## Build the operator image (needs Docker; set BUILDER_IMAGE and RUNTIME_IMAGE).
 	docker build --build-arg BUILDER_IMAGE=$(BUILDER_IMAGE) --build-arg RUNTIME_IMAGE=$(RUNTIME_IMAGE) --build-arg VERSION=$(VERSION) -t $(IMG) .
