@@ -106,7 +106,7 @@ verify: generate manifests ## Fail when generated files are stale, code is not g
 ##@ Distribution
 
 .PHONY: bundle
-bundle: manifests ## Generate the OLM bundle (operator-sdk when on PATH, else the Go generator).
+bundle: manifests ## Generate the OLM bundle from config/ (and validate it with operator-sdk too when it is on PATH).
 	go run ./tests/tools/bundlegen --version $(VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMG) --out bundle
 	@if command -v operator-sdk >/dev/null; then operator-sdk bundle validate ./bundle --select-optional suite=operatorframework; fi
 
