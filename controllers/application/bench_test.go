@@ -18,7 +18,11 @@ import (
 func fleetOfServers(b *testing.B, n int, latency time.Duration, body []byte) (ips []string, port int) {
 	b.Helper()
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(latency) // the member's own response time, not synchronisation
+		select { // the member's own response time, cut short if the reader gives up
+		case <-time.After(latency):
+		case <-r.Context().Done():
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
 	})
