@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,26 +18,16 @@ import (
 	"github.com/celld/celld-operator/controllers/fleet"
 )
 
-var lifecycleTypes = []string{v1.ConditionReady, v1.ConditionProgressing, v1.ConditionBlocked,
-	v1.ConditionMaintenancePaused, v1.ConditionDeleting, v1.ConditionRoutingReady}
-
-// applyLifecycle does what the fleet reconciler's applyStatus does (controllers/fleet
-// report.go): it applies the lifecycle status, without status.application and without
-// ApplicationConverged, under the reconciler's field manager with ForceOwnership.
+// applyLifecycle writes a lifecycle status through the fleet reconciler's own ApplyStatus,
+// with every lifecycle condition set and a message naming the round.
 func applyLifecycle(ctx context.Context, c client.Client, f *v1.CelldFleet, i int) error {
-	st := v1.CelldFleetStatus{ObservedGeneration: f.Generation, ReadyReplicas: int32(i % 100), DesiredReplicas: 3,
+	st := &v1.CelldFleetStatus{ObservedGeneration: f.Generation, ReadyReplicas: int32(i % 100), DesiredReplicas: 3,
 		LabelSelector: v1.LabelFleetUID + "=" + string(f.UID), ReplicaObservationValid: true}
-	for _, t := range lifecycleTypes {
+	for _, t := range fleet.LifecycleConditions {
 		st.Conditions = append(st.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: v1.ReasonProvisioned,
 			Message: fmt.Sprintf("lifecycle write %d", i), ObservedGeneration: f.Generation, LastTransitionTime: metav1.Now()})
 	}
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
-	if err != nil {
-		return err
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1.GroupVersion.String(), "kind": "CelldFleet",
-		"metadata": map[string]any{"name": f.Name, "namespace": f.Namespace}, "status": raw}}
-	return c.Status().Patch(ctx, u, client.Apply, client.FieldOwner(fleet.FieldOwner), client.ForceOwnership)
+	return fleet.ApplyStatus(ctx, c, f, st)
 }
 
 // TestObserverAndReconcilerStatusWritersNeverClobberEachOther applies the reconciler's
@@ -76,7 +64,7 @@ func TestObserverAndReconcilerStatusWritersNeverClobberEachOther(t *testing.T) {
 	}
 
 	live := fleetNow(t, c, f)
-	for _, typ := range lifecycleTypes {
+	for _, typ := range fleet.LifecycleConditions {
 		cond := meta.FindStatusCondition(live.Status.Conditions, typ)
 		if cond == nil || cond.Message != fmt.Sprintf("lifecycle write %d", rounds-1) {
 			t.Errorf("lifecycle condition %s = %+v, want the reconciler's last write intact", typ, cond)
@@ -90,7 +78,7 @@ func TestObserverAndReconcilerStatusWritersNeverClobberEachOther(t *testing.T) {
 	if app == nil || app.ExpectedNodes != (rounds-1)%100 || cond == nil || cond.Message != Message {
 		t.Fatalf("application %+v condition %+v, want the observer's last write intact", app, cond)
 	}
-	if len(live.Status.Conditions) != len(lifecycleTypes)+1 {
+	if len(live.Status.Conditions) != len(fleet.LifecycleConditions)+1 {
 		t.Errorf("%d conditions, want the 6 lifecycle ones and ApplicationConverged", len(live.Status.Conditions))
 	}
 

@@ -16,9 +16,9 @@ import (
 	"github.com/celld/celld-operator/controllers/lifecycle"
 )
 
-// lifecycleConditions are the condition types this reconciler owns; the application observer
+// LifecycleConditions are the condition types this reconciler owns; the application observer
 // owns ApplicationConverged and both apply status with their own field manager.
-var lifecycleConditions = []string{v1.ConditionReady, v1.ConditionProgressing, v1.ConditionBlocked,
+var LifecycleConditions = []string{v1.ConditionReady, v1.ConditionProgressing, v1.ConditionBlocked,
 	v1.ConditionMaintenancePaused, v1.ConditionDeleting, v1.ConditionRoutingReady}
 
 // report projects status from the scope and applies it through /status, only when it changed:
@@ -37,7 +37,7 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(ownedStatus(live.Status), ownedStatus(*want)) {
 		return nil
 	}
-	return r.applyStatus(ctx, live, want)
+	return ApplyStatus(ctx, r.Client, live, want)
 }
 
 // project computes the lifecycle part of status.
@@ -145,7 +145,7 @@ func ownedStatus(st v1.CelldFleetStatus) v1.CelldFleetStatus {
 	out.Application = nil
 	out.Conditions = nil
 	for _, c := range st.Conditions {
-		for _, t := range lifecycleConditions {
+		for _, t := range LifecycleConditions {
 			if c.Type == t {
 				out.Conditions = append(out.Conditions, c)
 			}
@@ -154,9 +154,11 @@ func ownedStatus(st v1.CelldFleetStatus) v1.CelldFleetStatus {
 	return out
 }
 
-// applyStatus applies the owned status with server-side apply on /status, so the observer's
-// condition and fields, owned by its own field manager, are never clobbered.
-func (r *Reconciler) applyStatus(ctx context.Context, live *v1.CelldFleet, st *v1.CelldFleetStatus) error {
+// ApplyStatus applies the lifecycle part of st (everything but status.application and
+// ApplicationConverged) with server-side apply on /status under FieldOwner, so the observer's
+// condition and fields, owned by its own field manager, are never clobbered. It is exported for
+// the observer's test that runs both writers against each other.
+func ApplyStatus(ctx context.Context, c client.Client, live *v1.CelldFleet, st *v1.CelldFleetStatus) error {
 	owned := ownedStatus(*st)
 	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&owned)
 	if err != nil {
@@ -167,7 +169,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, live *v1.CelldFleet, st *v
 		"metadata": map[string]any{"name": live.Name, "namespace": live.Namespace},
 		"status":   raw,
 	}}
-	return r.Client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	return c.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
 }
 
 // emit records the self-healing events of the pass and a Blocked transition (status or
