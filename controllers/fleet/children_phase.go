@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -26,7 +27,7 @@ func (r *Reconciler) children(ctx context.Context, s *scope) (bool, error) {
 	objs, err := r.Children.Render(s.fleet, facts)
 	var blocked *children.BlockedError
 	if errors.As(err, &blocked) {
-		s.block(blocked.Reason, blocked.Message)
+		s.verdict(blocked.Reason, blocked.Message)
 		return true, nil
 	}
 	if err != nil {
@@ -34,7 +35,7 @@ func (r *Reconciler) children(ctx context.Context, s *scope) (bool, error) {
 	}
 	res, err := r.Applier.Apply(ctx, r.Direct, s.fleet, objs)
 	if errors.As(err, &blocked) {
-		s.block(blocked.Reason, blocked.Message)
+		s.verdict(blocked.Reason, blocked.Message)
 		return true, nil
 	}
 	if err != nil {
@@ -48,7 +49,7 @@ func (r *Reconciler) children(ctx context.Context, s *scope) (bool, error) {
 		c := children.RoutingStatus(ctx, r.Direct, s.fleet)
 		s.routing = &c
 	}
-	if s.routing.Reason == v1.ReasonRoutingDisabled && !hasCondition(s.fleet, v1.ConditionRoutingReady) {
+	if s.routing.Reason == v1.ReasonRoutingDisabled && meta.FindStatusCondition(s.fleet.Status.Conditions, v1.ConditionRoutingReady) == nil {
 		s.routing = nil // Disabled is written only over an existing condition
 	}
 	s.meshMixed = facts.MeshMixed
@@ -109,13 +110,4 @@ func (r *Reconciler) rememberMesh(ctx context.Context, s *scope) error {
 	}
 	f.Annotations[v1.AnnotationIstioControlPlane] = f.Spec.Mesh.Istio.ControlPlaneNamespace
 	return nil
-}
-
-func hasCondition(f *v1.CelldFleet, t string) bool {
-	for _, c := range f.Status.Conditions {
-		if c.Type == t {
-			return true
-		}
-	}
-	return false
 }

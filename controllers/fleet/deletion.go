@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -26,12 +27,10 @@ func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 		return true, nil
 	}
 	// Routing closes as soon as deletion starts: the chart renders no route for a deleting
-	// fleet, so applying the children removes it. This does not delay the members' shutdown.
-	if stop, err := r.children(ctx, s); stop || err != nil {
-		s.progress(v1.ReasonDeleting, "Closing routing before the workload is deleted")
-		if err != nil {
-			return true, err
-		}
+	// fleet, so applying the children removes it. A child the fleet cannot apply (a foreign
+	// object, say) never holds deletion back: the workload and claim steps below report.
+	if _, err := r.children(ctx, s); err != nil {
+		return true, err
 	}
 	if err := r.releaseHolds(ctx, s); err != nil {
 		return true, err
@@ -48,7 +47,7 @@ func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 	}
 	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(live, v1.FinalizerLifecycleProtection)
-	s.progress(v1.ReasonDeleting, "Workload and disks deleted; releasing the fleet")
+	s.verdict(v1.ReasonDeleting, "Workload and disks deleted; releasing the fleet")
 	return true, client.IgnoreNotFound(r.Client.Patch(ctx, live, patch))
 }
 
@@ -63,11 +62,11 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) (bool, error)
 		return false, nil
 	}
 	if obj.GetLabels()[v1.LabelFleetUID] != string(s.fleet.UID) {
-		s.block(v1.ReasonDeletionBlocked, fmt.Sprintf("%T %s/%s is not owned by this fleet (label %s differs); it is left alone: delete or relabel it to finish deleting the fleet",
+		s.verdict(v1.ReasonDeletionBlocked, fmt.Sprintf("%T %s/%s is not owned by this fleet (label %s differs); it is left alone: delete or relabel it to finish deleting the fleet",
 			obj, obj.GetNamespace(), obj.GetName(), v1.LabelFleetUID))
 		return true, nil
 	}
-	s.progress(v1.ReasonDeleting, "Deleting workload; members drain on SIGTERM")
+	s.verdict(v1.ReasonDeleting, "Deleting workload; members drain on SIGTERM")
 	if obj.GetDeletionTimestamp() != nil {
 		return true, nil
 	}
@@ -82,7 +81,7 @@ func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) (bool, error) {
 	if len(s.claims) == 0 {
 		return false, nil
 	}
-	s.progress(v1.ReasonDeleting, fmt.Sprintf("Deleting disks: %d claims remain", len(s.claims)))
+	s.verdict(v1.ReasonDeleting, fmt.Sprintf("Deleting disks: %d claims remain", len(s.claims)))
 	for i := range s.claims {
 		c := &s.claims[i]
 		if c.DeletionTimestamp != nil {
@@ -111,10 +110,22 @@ func (r *Reconciler) releaseHolds(ctx context.Context, s *scope) error {
 	return nil
 }
 
+// releaseHold removes the handoff's finalizer, annotation and label. The patch is guarded by
+// resourceVersion so no other finalizer is lost; a conflict (the Pod's status keeps changing
+// while it terminates) is retried against a fresh read of the same Pod.
 func (r *Reconciler) releaseHold(ctx context.Context, p *corev1.Pod) error {
-	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(p, v1.FinalizerReplacingDisk)
-	delete(p.Annotations, v1.AnnotationReplacementClaim)
-	delete(p.Labels, v1.LabelReplacementFleet)
-	return client.IgnoreNotFound(r.Direct.Patch(ctx, p, patch))
+	uid, first := p.UID, true
+	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil || p.UID != uid {
+				return err
+			}
+		}
+		first = false
+		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.RemoveFinalizer(p, v1.FinalizerReplacingDisk)
+		delete(p.Annotations, v1.AnnotationReplacementClaim)
+		delete(p.Labels, v1.LabelReplacementFleet)
+		return r.Direct.Patch(ctx, p, patch)
+	}))
 }

@@ -20,7 +20,7 @@ import (
 func (r *Reconciler) guards(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	if !r.Options.NetworkPolicyEnforced {
-		s.block(v1.ReasonIsolationUnverified, "Administrator must verify a NetworkPolicy enforcing CNI and enable --network-policy-enforced (chart value networkPolicyEnforced) before provisioning")
+		s.verdict(v1.ReasonIsolationUnverified, "Administrator must verify a NetworkPolicy enforcing CNI and enable --network-policy-enforced (chart value networkPolicyEnforced) before provisioning")
 		return true, nil
 	}
 	sa := &corev1.ServiceAccount{}
@@ -28,14 +28,14 @@ func (r *Reconciler) guards(ctx context.Context, s *scope) (bool, error) {
 		if !apierrors.IsNotFound(err) {
 			return true, err
 		}
-		s.block(v1.ReasonServiceAccountMissing, fmt.Sprintf("ServiceAccount %s/%s does not exist; create it (with the IAM role that reaches bucket %s) before the fleet can be provisioned",
+		s.verdict(v1.ReasonServiceAccountMissing, fmt.Sprintf("ServiceAccount %s/%s does not exist; create it (with the IAM role that reaches bucket %s) before the fleet can be provisioned",
 			f.Namespace, f.Spec.ServiceAccountName, f.Spec.Storage.Bucket))
 		return true, nil
 	}
 	if f.Spec.Profile == v1.ProfilePersistentFleet {
 		if reason, msg, err := r.storageClass(ctx, *f.Spec.Storage.StorageClassName); err != nil || reason != "" {
 			if err == nil {
-				s.block(reason, msg)
+				s.verdict(reason, msg)
 			}
 			return true, err
 		}

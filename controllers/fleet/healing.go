@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -41,7 +42,7 @@ func (r *Reconciler) healing(ctx context.Context, s *scope) (bool, error) {
 	// A healing action or wait explains the fleet better than the rollout's verdict, but never
 	// hides a reason that holds provisioning back (a growth refusal, say).
 	if d.Reason != "" && (d.Action != lifecycle.None || lifecycle.Provisioned(s.reason)) {
-		s.progress(d.Reason, d.Message)
+		s.verdict(d.Reason, d.Message)
 	}
 	if d.Action != lifecycle.None {
 		return true, nil
@@ -69,9 +70,13 @@ func (r *Reconciler) act(ctx context.Context, s *scope, d lifecycle.Decision) er
 			return err
 		}
 	case lifecycle.ReplaceMember:
-		if err := r.replace(ctx, s, d); err != nil {
-			return err
+		committed, err := r.replace(ctx, s, d)
+		if committed && d.Event != "" {
+			// The Pod delete is the commitment: report it even when a later step of the
+			// handoff fails and the next pass finishes it.
+			s.warn(d.Event, d.EventMessage, nil)
 		}
+		return err
 	}
 	if d.Event != "" {
 		s.warn(d.Event, d.EventMessage, nil)
@@ -91,34 +96,36 @@ type intent struct {
 }
 
 // replace gives a member a fresh disk: hold the Pod, delete it, commit, delete the recorded
-// claim, release. A crash at any point is finished or aborted by resumeReplacements; a
-// second claim is never deleted.
-func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision) error {
+// claim, release. It reports whether it reached the commitment (the Pod or lone claim delete).
+// A crash or error after that is finished by resumeReplacements on the next pass, one before it
+// is aborted; a second claim is never deleted.
+func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision) (committed bool, err error) {
 	claim := &corev1.PersistentVolumeClaim{}
 	claim.Namespace, claim.Name = s.fleet.Namespace, d.Claim.Name
 	if d.Pod.Name == "" { // no Pod holds the claim: the claim delete is the whole action
 		uid, rv := d.Claim.UID, d.Claim.ResourceVersion
-		return client.IgnoreNotFound(r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv}))
+		err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		return err == nil, client.IgnoreNotFound(err)
 	}
 	pod := &corev1.Pod{}
 	if err := r.Direct.Get(ctx, types.NamespacedName{Namespace: s.fleet.Namespace, Name: d.Pod.Name}, pod); err != nil {
-		return client.IgnoreNotFound(err)
+		return false, client.IgnoreNotFound(err)
 	}
 	if pod.UID != d.Pod.UID {
-		return nil // the member moved on since the decision; decide again next pass
+		return false, nil // the member moved on since the decision; decide again next pass
 	}
 	in := intent{FleetUID: s.fleet.UID, ClaimUID: d.Claim.UID, ClaimName: d.Claim.Name, ClaimResourceVersion: d.Claim.ResourceVersion}
 	if err := r.hold(ctx, pod, in); err != nil { // resourceVersion-guarded update
-		return err
+		return false, err
 	}
 	uid, rv := pod.UID, pod.ResourceVersion
 	if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
-		return err
+		return false, err
 	}
 	if r.AfterReplacementPodDelete != nil {
 		r.AfterReplacementPodDelete(pod.Namespace, pod.Name)
 	}
-	return r.finishReplacement(ctx, s, pod)
+	return true, r.finishReplacement(ctx, s, pod)
 }
 
 func (r *Reconciler) hold(ctx context.Context, pod *corev1.Pod, in intent) error {
@@ -150,11 +157,8 @@ func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *core
 		return r.releaseHold(ctx, pod)
 	}
 	if !in.Committed {
-		in.Committed = true
-		raw, _ := json.Marshal(in)
-		pod.Annotations[v1.AnnotationReplacementClaim] = string(raw)
-		if err := r.Direct.Update(ctx, pod); err != nil {
-			return err
+		if err := r.commit(ctx, pod, held.UID); err != nil {
+			return client.IgnoreNotFound(err)
 		}
 	}
 	claim := &corev1.PersistentVolumeClaim{}
@@ -165,6 +169,32 @@ func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *core
 		return err
 	}
 	return r.releaseHold(ctx, pod)
+}
+
+// commit marks the hold committed. The victim is terminating and its status keeps changing
+// (readiness, container states), so a conflict is retried against a fresh read, as long as it
+// is still the same held Pod.
+func (r *Reconciler) commit(ctx context.Context, pod *corev1.Pod, uid types.UID) error {
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+				return err
+			}
+		}
+		first = false
+		in, ok := readIntent(pod)
+		if pod.UID != uid || !ok {
+			return nil // released or replaced meanwhile: nothing left to commit
+		}
+		in.Committed = true
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		pod.Annotations[v1.AnnotationReplacementClaim] = string(raw)
+		return r.Direct.Update(ctx, pod)
+	})
 }
 
 // resumeReplacements finishes committed handoffs and aborts uncommitted ones, before any other
@@ -223,7 +253,7 @@ func (r *Reconciler) releaseZoneGates(ctx context.Context, s *scope) error {
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				continue
 			}
-			s.progress(v1.ReasonSchedulingBlocked, fmt.Sprintf("Could not release the zone gate of member %s: %v; the operator retries", p.Name, err))
+			s.verdict(v1.ReasonSchedulingBlocked, fmt.Sprintf("Could not release the zone gate of member %s: %v; the operator retries", p.Name, err))
 			return nil
 		}
 	}

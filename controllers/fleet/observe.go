@@ -42,7 +42,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 		other = s.sts
 	}
 	if other != nil && f.DeletionTimestamp == nil {
-		s.block(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists, but this fleet's layout runs as a %s; a layout is never converted or adopted: delete or rename the %s, or create the fleet under another name",
+		s.verdict(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists, but this fleet's layout runs as a %s; a layout is never converted or adopted: delete or rename the %s, or create the fleet under another name",
 			kindOf(other), f.Namespace, f.Name, layoutKind(s), kindOf(other)))
 		return true, nil
 	}
@@ -85,7 +85,7 @@ func (r *Reconciler) validate(_ context.Context, s *scope) (bool, error) {
 	if len(errs) == 0 {
 		return false, nil
 	}
-	s.block(v1.ReasonInvalidConfiguration, fmt.Sprintf("CelldFleet %s/%s is invalid and was not provisioned: %s; fix the spec (kubectl explain celldfleet.spec)",
+	s.verdict(v1.ReasonInvalidConfiguration, fmt.Sprintf("CelldFleet %s/%s is invalid and was not provisioned: %s; fix the spec (kubectl explain celldfleet.spec)",
 		s.fleet.Namespace, s.fleet.Name, summarize(errs)))
 	return true, nil
 }

@@ -68,7 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.children, r.workload, r.healing,
 	})
 	if err != nil && apierrors.IsForbidden(err) {
-		s.block(v1.ReasonNamespaceAccessDenied, fmt.Sprintf(
+		s.verdict(v1.ReasonNamespaceAccessDenied, fmt.Sprintf(
 			"The operator may not manage namespace %s (%s); apply the Role and RoleBinding celld-operator-fleet from config/rbac/fleet_namespace_role.yaml (or add the namespace to the chart's fleetNamespaces) in namespace %s",
 			f.Namespace, err.Error(), f.Namespace))
 		err = nil
@@ -153,13 +153,10 @@ func newScope(f *v1.CelldFleet, now time.Time) *scope {
 	return &scope{fleet: d, key: client.ObjectKeyFromObject(f), now: now}
 }
 
-// block records a verdict under which the fleet is not provisioned.
-func (s *scope) block(reason, message string) {
-	s.reason, s.message = reason, message
-}
-
-// progress records a verdict of a provisioned fleet.
-func (s *scope) progress(reason, message string) {
+// verdict records the pass's lifecycle reason and message. Whether the reason holds
+// provisioning back (Blocked) or reports progress is derived from the reason itself
+// (lifecycle.Provisioned), never from which phase set it.
+func (s *scope) verdict(reason, message string) {
 	s.reason, s.message = reason, message
 }
 

@@ -29,7 +29,7 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 		return client.IgnoreNotFound(err)
 	}
 	if s.reason == "" {
-		s.progress(v1.ReasonProvisioning, "Waiting for the workload")
+		s.verdict(v1.ReasonProvisioning, "Waiting for the workload")
 	}
 	want := r.project(s, live)
 	r.metrics.observe(live, want)

@@ -18,7 +18,7 @@ import (
 func (r *Reconciler) workload(ctx context.Context, s *scope) (bool, error) {
 	if paused(s.fleet) {
 		// Only the early replacement cleanup runs: holds are released and no disk is deleted.
-		s.block(v1.ReasonMaintenancePaused, lifecycle.PausedMessage)
+		s.verdict(v1.ReasonMaintenancePaused, lifecycle.PausedMessage)
 		return true, r.releaseHolds(ctx, s)
 	}
 	if s.isStatefulSet() {
@@ -42,7 +42,7 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 	step := lifecycle.Plan(facts, f.DesiredReplicas())
 	next, reason := step.Replicas, step.Reason
 	if reason != "" {
-		s.block(reason, step.Message)
+		s.verdict(reason, step.Message)
 		if !lifecycle.Provisioned(reason) {
 			return true, nil // StorageIdentityConflict: no member is added, nothing is written
 		}
@@ -53,14 +53,14 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 		if err := r.create(ctx, desired); err != nil {
 			return true, err
 		}
-		s.progress(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
+		s.verdict(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
 		return true, nil
 	}
-	if err := r.converge(ctx, s, s.sts, desired, replicasOf(s.sts.Spec.Replicas) != next); err != nil {
+	if err := r.converge(ctx, s.sts, desired, facts.Workload.TemplateMatches && facts.Workload.Replicas == next); err != nil {
 		return true, err
 	}
 	if reason == "" {
-		s.progress(rollout(facts.Workload, next, f.Name))
+		s.verdict(rollout(facts.Workload, next, f.Name))
 		r.meshWait(s)
 	}
 	return false, nil
@@ -73,7 +73,7 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 		if err := r.create(ctx, desired); err != nil {
 			return true, err
 		}
-		s.progress(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
+		s.verdict(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
 		return true, nil
 	}
 	if !r.ownedWorkload(s, s.deploy) {
@@ -89,19 +89,19 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 	case target < applied && !rolledOut:
 		// One member per step, and only once the previous change has rolled out.
 		next = applied
-		s.progress(v1.ReasonProvisioning, "Waiting for the previous change to roll out before removing a member")
+		s.verdict(v1.ReasonProvisioning, "Waiting for the previous change to roll out before removing a member")
 	case target < applied:
 		next = applied - 1
 	}
 	desired.Spec.Replicas = new(next)
-	if err := r.converge(ctx, s, d, desired, applied != next); err != nil {
+	if err := r.converge(ctx, d, desired, matches && applied == next); err != nil {
 		return true, err
 	}
 	if s.reason == "" {
 		w := lifecycle.Workload{Exists: true, Replicas: applied, TemplateMatches: matches,
 			Generation: d.Generation, ObservedGeneration: d.Status.ObservedGeneration,
 			UpdatedReplicas: d.Status.UpdatedReplicas, ReadyReplicas: d.Status.ReadyReplicas, RevisionCurrent: d.Status.Replicas == applied}
-		s.progress(rollout(w, next, f.Name))
+		s.verdict(rollout(w, next, f.Name))
 		r.meshWait(s)
 	}
 	return false, nil
@@ -112,7 +112,7 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 // labels are wrong.
 func (r *Reconciler) meshWait(s *scope) {
 	if s.meshMixed && s.reason == v1.ReasonProvisioned {
-		s.progress(v1.ReasonProvisioning, "Waiting for member sidecars to match the requested mesh membership; verify Istio injection")
+		s.verdict(v1.ReasonProvisioning, "Waiting for member sidecars to match the requested mesh membership; verify Istio injection")
 	}
 }
 
@@ -122,7 +122,7 @@ func (r *Reconciler) ownedWorkload(s *scope, obj client.Object) bool {
 	if obj.GetLabels()[v1.LabelFleetUID] == string(s.fleet.UID) && len(obj.GetOwnerReferences()) == 0 {
 		return true
 	}
-	s.block(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists and does not belong to this fleet (no %s=%s label, or owned by another controller); it is left alone: delete or rename it, or choose another fleet name",
+	s.verdict(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists and does not belong to this fleet (no %s=%s label, or owned by another controller); it is left alone: delete or rename it, or choose another fleet name",
 		kindOf(obj), obj.GetNamespace(), obj.GetName(), v1.LabelFleetUID, s.fleet.UID))
 	return false
 }
@@ -138,15 +138,15 @@ func kindOf(obj client.Object) string {
 }
 
 // converge writes the operator-owned spec (replicas, template, strategy, claim retention)
-// onto the live workload, only when it is not already the operator's rendering at the desired
-// replica count: a settled fleet performs no write. It is an Update carrying the read's
-// resourceVersion, not a server-side apply, because a hand edit that added fields must be
-// undone too, and an apply leaves other managers' fields in place.
-func (r *Reconciler) converge(ctx context.Context, s *scope, live, desired client.Object, replicasChanged bool) error {
-	hash := desired.GetAnnotations()[v1.AnnotationSpecHash]
-	if !replicasChanged && !r.drifted(live, hash) {
+// onto the live workload unless current says it already is the operator's rendering at the
+// desired replica count (the caller's drift check): a settled fleet performs no write. It is an
+// Update carrying the read's resourceVersion, not a server-side apply, because a hand edit that
+// added fields must be undone too, and an apply leaves other managers' fields in place.
+func (r *Reconciler) converge(ctx context.Context, live, desired client.Object, current bool) error {
+	if current {
 		return nil
 	}
+	hash := desired.GetAnnotations()[v1.AnnotationSpecHash]
 	switch l := live.(type) {
 	case *appsv1.StatefulSet:
 		d := desired.(*appsv1.StatefulSet)
