@@ -33,6 +33,8 @@ var _ = Describe("local cluster", func() {
 		create(ctx, ns, sts)
 		waitReadyReplicas(ctx, ns, "roll", 3)
 
+		oldRevision := framework.Pod(ctx, ns, "roll-0").Labels[appsv1.ControllerRevisionHashLabelKey]
+		Expect(oldRevision).NotTo(BeEmpty())
 		w, err := framework.Cluster.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app=roll"})
 		Expect(err).NotTo(HaveOccurred())
 		defer w.Stop()
@@ -40,20 +42,29 @@ var _ = Describe("local cluster", func() {
 		_, err = framework.Cluster.Client.AppsV1().StatefulSets(ns).Patch(ctx, "roll", "application/merge-patch+json", patch, metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
-		var order []string
+		// Only deletions of pods at the old revision are the rollout's steps: a pod at the new
+		// revision that is deleted (for any reason) is recorded but is not one of them.
+		var order, seen []string
 		deadline := time.After(framework.Medium)
 		for len(order) < 3 {
 			select {
-			case ev := <-w.ResultChan():
+			case ev, open := <-w.ResultChan():
+				Expect(open).To(BeTrue(), "the pod watch closed early; deletions so far: %v", seen)
 				p, ok := ev.Object.(*corev1.Pod)
-				if ok && ev.Type == watch.Deleted {
+				if !ok || ev.Type != watch.Deleted {
+					continue
+				}
+				rev := p.Labels[appsv1.ControllerRevisionHashLabelKey]
+				seen = append(seen, p.Name+"@"+rev)
+				if rev == oldRevision {
 					order = append(order, p.Name)
 				}
 			case <-deadline:
-				Fail(fmt.Sprintf("rollout did not delete three pods in %s; saw %v", framework.Medium, order))
+				Fail(fmt.Sprintf("rollout did not delete three old pods in %s; deletions seen (name@revision): %v", framework.Medium, seen))
 			}
 		}
-		Expect(order).To(Equal([]string{"roll-2", "roll-1", "roll-0"}), "a StatefulSet rollout replaces the highest ordinal first")
+		Expect(order).To(Equal([]string{"roll-2", "roll-1", "roll-0"}),
+			"a StatefulSet rollout replaces the highest ordinal first; deletions seen (name@revision): %v", seen)
 	})
 
 	It("reports a lost volume as a Lost claim", func(ctx context.Context) {
