@@ -17,9 +17,9 @@ import (
 // so a slow CI machine does not flake, while a real hang still fails in bounded time.
 const (
 	// Short covers one controller round trip: a pod Ready, a status patch, a PVC Lost.
-	Short = 10 * time.Second
+	Short = 20 * time.Second
 	// Medium covers a rollout of a few pods.
-	Medium = 30 * time.Second
+	Medium = 45 * time.Second
 	// NodeLoss covers a node going NotReady (20 s grace) plus a toleration and eviction.
 	NodeLoss = 90 * time.Second
 	// Poll is the polling interval of every Eventually here.
