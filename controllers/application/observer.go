@@ -172,11 +172,12 @@ func (o *Observer) ObserveFleet(ctx context.Context, f *v1.CelldFleet) {
 	}()
 	log := o.log.WithValues("fleet", client.ObjectKeyFromObject(f))
 	r, err := o.Observe(ctx, f)
+	took := o.opts.Now().Sub(start)
 	if err != nil {
-		log.Error(err, "observe application")
+		log.Error(err, "observe application", "took", took.String())
 		return
 	}
-	o.metrics.record(f, r, o.opts.Now().Sub(start))
+	o.metrics.record(f, r, took)
 	if unchanged(f, r, o.opts.Now(), o.opts.Refresh) {
 		return
 	}
@@ -190,5 +191,6 @@ func (o *Observer) ObserveFleet(ctx context.Context, f *v1.CelldFleet) {
 		lg = log
 	}
 	lg.Info("published application observation", "status", r.Status, "reason", r.Reason,
-		"observed", r.Application.ObservedNodes, "expected", r.Application.ExpectedNodes, "unavailable", r.Application.UnavailableNodes)
+		"observed", r.Application.ObservedNodes, "expected", r.Application.ExpectedNodes, "unavailable", r.Application.UnavailableNodes,
+		"took", took.String())
 }
