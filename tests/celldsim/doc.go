@@ -6,7 +6,8 @@
 // internal listener (podIP:8081, GET /state and the other operator routes of
 // shared/spec/celld-runtime.md §2.3), probes the health route like a kubelet and patches the
 // pod's Ready and ContainersReady conditions, drains a deleted pod and then finishes its
-// deletion, and restarts the simulated process after it exits (kill, crash, fence).
+// deletion, and restarts the simulated process after it exits (kill, crash, fence, or an env
+// that celld's start-up validation refuses: validate.go).
 //
 // Behaviour is set per pod by CELLD_SIM_* knobs: plain env values of the pod's celld
 // container, overridden by pod annotations sim.celld.eric.dev/CELLD_SIM_*, overridden by

@@ -112,6 +112,8 @@ func (p *proc) internalHandler() http.Handler {
 			http.Error(w, "unsigned peer request", http.StatusUnauthorized)
 		case phase == "RECOVERY":
 			writeJSON(w, http.StatusServiceUnavailable, []byte("predecessor recovery in progress"))
+		case path == "/state" && r.URL.RawQuery == "view=application" && p.applicationView():
+			p.serveApplicationView(w, r)
 		case path == "/state" && r.URL.RawQuery != "view=application":
 			p.m.mu.Lock()
 			now := time.Now()
@@ -176,13 +178,42 @@ func (p *proc) reload(w http.ResponseWriter) {
 	case !p.m.k.has(KnobBucket) || p.m.k.get(KnobReload) == "unavailable":
 		writeJSON(w, http.StatusServiceUnavailable, []byte(`{"ok":false,"outcome":"unavailable","error":"this node has no deployment pointer to reload from"}`))
 	case p.m.k.get(KnobReload) == "fail":
+		d.adoption = "failed"
 		b, _ := json.Marshal(map[string]any{"ok": false, "outcome": "failed", "version": d.version, "prefix": d.prefix, "error": "simulated build failure"})
 		writeJSON(w, 422, b)
 	default:
-		p.pollPointer(time.Now(), true)
+		if _, err := p.checkPointer(time.Now(), true); err != nil {
+			// an unreadable pointer: the old generation keeps serving
+			b, _ := json.Marshal(map[string]any{"ok": false, "outcome": "failed", "version": "", "prefix": "", "error": err.Error()})
+			writeJSON(w, 422, b)
+			return
+		}
 		b, _ := json.Marshal(map[string]any{"ok": true, "outcome": "adopted", "generation": d.generation, "version": d.version, "prefix": d.prefix})
 		writeJSON(w, http.StatusOK, b)
 	}
+}
+
+// applicationView reports whether GET /state?view=application is served (knob
+// CELLD_SIM_APPLICATION_VIEW); without it the query is an unknown route, as on builds without it.
+func (p *proc) applicationView() bool {
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	return p.m.k.bool(KnobAppView, false)
+}
+
+// serveApplicationView answers GET /state?view=application with the document of §2.5; any
+// other method is 405.
+func (p *proc) serveApplicationView(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeJSON(w, http.StatusMethodNotAllowed, []byte("method not allowed"))
+		return
+	}
+	p.m.mu.Lock()
+	now := time.Now()
+	p.pollPointer(now, false)
+	doc := p.applicationDocument(now)
+	p.m.mu.Unlock()
+	writeJSON(w, http.StatusOK, encode(doc, "", ""))
 }
 
 // serveControl is the test-only runtime control of §5.8 under /__sim/.

@@ -67,9 +67,13 @@ const (
 	KnobReload         = "CELLD_SIM_RELOAD"              // adopt | fail | unavailable
 	KnobVersion        = "CELLD_SIM_VERSION"             // 0.6.0-ewhauser.2
 	KnobScript         = "CELLD_SIM_SCRIPT"              // app
+	KnobPointerFile    = "CELLD_SIM_POINTER_FILE"        // unset: JSON {"version","prefix"} as the pointer source (with a bucket)
+	KnobAppView        = "CELLD_SIM_APPLICATION_VIEW"    // 0: 1 serves GET /state?view=application
+	KnobFeatures       = "CELLD_SIM_FEATURES"            // export-kafka: build features of the emulated image (export-kafka, export-blob-stream, perf; none)
 	KnobShutdownTotal  = "CELLD_SHUTDOWN_TOTAL_MS"       // 40000 (celld's own variable)
 	KnobReleases       = "CELLD_RELEASES"                // 128 (celld's own variable)
 	KnobReadyGateMS    = "CELLD_READY_FLEET_GATE_MS"     // 120000; 0 disables the gate (celld's own)
+	KnobDeployPollS    = "CELLD_DEPLOY_POLL_S"           // 30: pointer file poll interval, seconds (celld's own variable)
 	KnobBucket         = "CELLD_BUCKET"                  // unset: no recovery, no deployment, ownership memory
 	KnobDurability     = "CELLD_DURABILITY"              // fleet
 	KnobNode           = "CELLD_NODE"                    // pod name
@@ -147,9 +151,18 @@ func (k knobs) recoveryDelay() time.Duration {
 // podEnv reads the plain env of the celld container and resolves the downward-API fields a
 // fleet uses (pod name, namespace, UID, IP), so CELLD_NODE means what it means in the pod.
 func podEnv(pod *corev1.Pod) map[string]string {
-	env := map[string]string{}
+	env, _ := containerEnv(pod)
+	return env
+}
+
+// containerEnv resolves the celld container's env like the kubelet: plain values with $(VAR)
+// references to earlier entries, and the downward-API fields of fieldValue. Names whose value
+// the simulator cannot know (secretKeyRef, configMapKeyRef, resourceFieldRef, another field, or
+// a plain value that references one of those) are returned as opaque instead.
+func containerEnv(pod *corev1.Pod) (env map[string]string, opaque map[string]bool) {
+	env, opaque = map[string]string{}, map[string]bool{}
 	if len(pod.Spec.Containers) == 0 {
-		return env
+		return env, opaque
 	}
 	c := pod.Spec.Containers[0]
 	for _, cc := range pod.Spec.Containers {
@@ -158,14 +171,28 @@ func podEnv(pod *corev1.Pod) map[string]string {
 		}
 	}
 	for _, e := range c.Env {
+		delete(env, e.Name)
+		delete(opaque, e.Name)
 		switch {
-		case e.ValueFrom == nil:
+		case e.ValueFrom == nil && !refersTo(e.Value, opaque):
 			env[e.Name] = expandEnv(e.Value, env)
-		case e.ValueFrom.FieldRef != nil:
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && knownField(e.ValueFrom.FieldRef.FieldPath):
 			env[e.Name] = fieldValue(pod, e.ValueFrom.FieldRef.FieldPath)
+		default:
+			opaque[e.Name] = true
 		}
 	}
-	return env
+	return env, opaque
+}
+
+// refersTo reports whether v references one of names as $(NAME).
+func refersTo(v string, names map[string]bool) bool {
+	for n := range names {
+		if strings.Contains(v, "$("+n+")") {
+			return true
+		}
+	}
+	return false
 }
 
 // expandEnv resolves $(VAR) references to earlier entries, as the kubelet does.
@@ -174,6 +201,14 @@ func expandEnv(v string, env map[string]string) string {
 		v = strings.ReplaceAll(v, "$("+k+")", val)
 	}
 	return v
+}
+
+func knownField(path string) bool {
+	switch path {
+	case "metadata.name", "metadata.namespace", "metadata.uid", "status.podIP", "spec.nodeName":
+		return true
+	}
+	return false
 }
 
 func fieldValue(pod *corev1.Pod, path string) string {

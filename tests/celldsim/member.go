@@ -4,7 +4,9 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,6 +150,7 @@ func (m *member) step(now time.Time) bool {
 	if deleting && !p.draining() {
 		p.beginDrain(now, "pod deleted")
 	}
+	p.tickPointer(now)
 	if code, why, exit := p.due(now); exit {
 		m.s.log.Printf("%s/%s exits %d: %s", m.ns, m.name, code, why)
 		m.exitLocked(code, why)
@@ -157,12 +160,18 @@ func (m *member) step(now time.Time) bool {
 }
 
 // startProc starts a new incarnation on the pod IP. A failed bind (the previous listener is
-// still closing) is retried on the next tick.
+// still closing) is retried on the next tick. An env that celld refuses (validate.go) ends the
+// incarnation at once, before it binds anything, like celld exiting 1 at start-up: the
+// container turns Terminated and the next start follows the restart delay, like any other exit.
 func (m *member) startProc(now time.Time, restart bool) {
-	p, err := newProc(m, now)
-	if err != nil {
-		m.s.log.Printf("%s/%s start: %v", m.ns, m.name, err)
-		return
+	startErr := validateEnv(m.startEnv())
+	p := &proc{m: m, start: now} // binds nothing
+	if startErr == nil {
+		var err error
+		if p, err = newProc(m, now); err != nil {
+			m.s.log.Printf("%s/%s start: %v", m.ns, m.name, err)
+			return
+		}
 	}
 	m.proc = p
 	if restart {
@@ -174,7 +183,37 @@ func (m *member) startProc(now time.Time, restart bool) {
 	m.status.Ready = false
 	m.probeOK = false
 	m.synced = !restart
+	if startErr != nil {
+		m.s.log.Printf("%s/%s Error: %v", m.ns, m.name, startErr)
+		m.exitLocked(1, "Error: "+startErr.Error())
+		return
+	}
 	m.s.log.Printf("%s/%s celld started on %s (runtime_generation %s, restarts %d)", m.ns, m.name, m.ip, p.gen, m.status.RestartCount)
+}
+
+// startEnv is the environment celld validates at start: the container's env, with the knob
+// annotations and runtime overrides of the same names applied on top (an empty one unsets the
+// name), so a fault test can hand celld a bad value. The Kafka properties file is read from
+// the local file system; where it does not exist its checks are skipped.
+func (m *member) startEnv() (map[string]string, map[string]bool, func(string) ([]byte, error)) {
+	env, opaque := containerEnv(m.pod)
+	set := func(name, v string) {
+		delete(opaque, name)
+		if v == "" {
+			delete(env, name)
+		} else {
+			env[name] = v
+		}
+	}
+	for k, v := range m.k.annotations {
+		if name, ok := strings.CutPrefix(k, AnnotationPrefix); ok && k != KillAnnotation {
+			set(name, v)
+		}
+	}
+	for name, v := range m.k.overrides {
+		set(name, v)
+	}
+	return env, opaque, os.ReadFile
 }
 
 // exitLocked ends the running process with code, like the container exiting.

@@ -24,6 +24,10 @@ type proc struct {
 	gateForced  bool
 	paused      bool
 	deploy      deployment
+	loaded      bool      // the pointer wait is over: generation 1 is built
+	pointerAt   time.Time // when the pointer wait ended
+	lastPoll    time.Time // the pointer file's last poll
+	pointerErr  string    // the last pointer read error logged during the wait
 	added       map[string]bool
 	evicted     map[string]bool
 	counters    map[string]int64
@@ -39,7 +43,7 @@ func newProc(m *member, now time.Time) (*proc, error) {
 	if p.gen == "" {
 		p.gen = randomHex(32)
 	}
-	p.deploy = newDeployment(m.k, now)
+	p.startDeployment(now)
 	for _, port := range []int{HealthPort, InternalPort} {
 		l, err := net.Listen("tcp", net.JoinHostPort(m.ip, strconv.Itoa(port)))
 		if err != nil {
@@ -75,11 +79,17 @@ func (p *proc) beginDrain(now time.Time, why string) {
 }
 
 // Start-up timeline (§5.2): pointer wait and load (nothing accepted), recovery (internal
-// listener answers 503), lease (nothing accepted), then SERVING.
+// listener answers 503), lease (nothing accepted), then SERVING. The pointer wait lasts
+// CELLD_SIM_POINTER_WAIT_MS, and with a pointer file until the file reads (startDeployment);
+// until then every later phase lies in the far future.
 func (p *proc) recoveryStart() time.Time {
-	k := p.m.k
-	return p.start.Add(k.ms(KnobPointerWaitMS, 0) + k.ms(KnobLoadMS, 0))
+	if !p.loaded {
+		return farFuture
+	}
+	return p.pointerAt.Add(p.m.k.ms(KnobLoadMS, 0))
 }
+
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (p *proc) recoveryBlocked() bool { return p.m.k.str(KnobRecovery, "ok") == "block" }
 
@@ -92,7 +102,7 @@ func (p *proc) phase(now time.Time) string {
 	switch {
 	case p.draining():
 		return "DRAINING"
-	case now.Before(p.start.Add(k.ms(KnobPointerWaitMS, 0))):
+	case !p.loaded || now.Before(p.pointerAt):
 		return "BOUND"
 	case now.Before(p.recoveryStart()):
 		return "LOADED"

@@ -3,18 +3,26 @@ package celldsim
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"time"
 )
 
 // deployment is the loaded code of one incarnation (§5.5): generation counts local
-// adoptions, and after an adoption resident cells move to it in batches.
+// adoptions, and after an adoption resident cells move to it in batches. The pointer fields
+// feed GET /state?view=application (§2.5).
 type deployment struct {
 	version, prefix string
 	generation      int64
 	adoptedAt       time.Time // zero until the first adoption after start
 	draining        []drainedGeneration
+	target          *pointer  // the last pointer read that succeeded
+	observedAt      time.Time // when target was read
+	pointerStatus   string    // unknown | observed | unavailable
+	adoption        string    // unknown | adopted | unchanged | failed
 }
 
 type drainedGeneration struct {
@@ -23,25 +31,164 @@ type drainedGeneration struct {
 	until      time.Time
 }
 
-func newDeployment(k knobs, _ time.Time) deployment {
-	v := k.str(KnobAppVersion, defaultAppVersion)
-	return deployment{version: v, prefix: k.str(KnobAppPrefix, "deploy/app/"+v), generation: 1}
+// pointer is a deployment pointer: deploy/current.json on celld, here the pointer file or the
+// CELLD_SIM_APP_VERSION / CELLD_SIM_APP_PREFIX knobs (§5.6).
+type pointer struct {
+	Version string `json:"version"`
+	Prefix  string `json:"prefix"`
 }
 
-// pollPointer adopts a changed pointer (version or prefix knob), like celld's pointer
-// watcher; force adopts even an unchanged one, like POST /reload.
-func (p *proc) pollPointer(now time.Time, force bool) bool {
-	v := p.m.k.str(KnobAppVersion, defaultAppVersion)
-	prefix := p.m.k.str(KnobAppPrefix, "deploy/app/"+v)
-	d := &p.deploy
-	if !force && v == d.version && prefix == d.prefix {
-		return false
+func newDeployment(k knobs, _ time.Time) deployment {
+	v := k.str(KnobAppVersion, defaultAppVersion)
+	return deployment{version: v, prefix: k.str(KnobAppPrefix, "deploy/app/"+v), generation: 1,
+		pointerStatus: "unknown", adoption: "unknown"}
+}
+
+// fileSource reports whether the pointer comes from CELLD_SIM_POINTER_FILE. It only matters
+// with a bucket: without one celld loads no deployment.
+func (p *proc) fileSource() bool { return p.m.k.has(KnobBucket) && p.m.k.has(KnobPointerFile) }
+
+// readPointer reads the pointer source: the pointer file when one is set, else the knobs.
+func (p *proc) readPointer() (pointer, error) {
+	k := p.m.k
+	if !p.fileSource() {
+		v := k.str(KnobAppVersion, defaultAppVersion)
+		return pointer{Version: v, Prefix: k.str(KnobAppPrefix, "deploy/app/"+v)}, nil
 	}
+	return readPointerFile(k.get(KnobPointerFile))
+}
+
+// readPointerFile reads a JSON pointer {"version":…,"prefix":…}; the prefix defaults to
+// deploy/app/<version> like the knob's.
+func readPointerFile(path string) (pointer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return pointer{}, err
+	}
+	var ptr pointer
+	if err := json.Unmarshal(b, &ptr); err != nil {
+		return pointer{}, fmt.Errorf("pointer file %s: %w", path, err)
+	}
+	if ptr.Version == "" {
+		return pointer{}, fmt.Errorf("pointer file %s has no version", path)
+	}
+	if ptr.Prefix == "" {
+		ptr.Prefix = "deploy/app/" + ptr.Version
+	}
+	return ptr, nil
+}
+
+// startDeployment loads generation 1 at start. With the knobs as the source it is there at
+// once and the pointer wait lasts CELLD_SIM_POINTER_WAIT_MS; with the pointer file the process
+// stays in the pointer wait until the file reads (tickPointer retries), like celld waiting
+// for deploy/current.json.
+func (p *proc) startDeployment(now time.Time) {
+	k := p.m.k
+	p.deploy = newDeployment(k, now)
+	if !p.fileSource() {
+		p.loaded, p.pointerAt = true, p.start.Add(k.ms(KnobPointerWaitMS, 0))
+		if k.has(KnobBucket) {
+			ptr, _ := p.readPointer()
+			p.deploy.observe(ptr, now, "adopted")
+		}
+		return
+	}
+	p.deploy.version, p.deploy.prefix = "", ""
+	p.tryLoad(now)
+}
+
+// tryLoad ends the pointer wait once the pointer file reads, not before
+// CELLD_SIM_POINTER_WAIT_MS.
+func (p *proc) tryLoad(now time.Time) {
+	if p.loaded || now.Before(p.start.Add(p.m.k.ms(KnobPointerWaitMS, 0))) {
+		return
+	}
+	ptr, err := p.readPointer()
+	if err != nil {
+		if msg := err.Error(); msg != p.pointerErr {
+			p.pointerErr = msg
+			p.m.s.log.Printf("%s/%s waiting for the deployment pointer: %v", p.m.ns, p.m.name, err)
+		}
+		return
+	}
+	p.deploy.version, p.deploy.prefix = ptr.Version, ptr.Prefix
+	p.deploy.observe(ptr, now, "adopted")
+	p.loaded, p.pointerAt, p.lastPoll, p.pointerErr = true, now, now, ""
+	p.m.s.log.Printf("%s/%s loaded %s as generation 1", p.m.ns, p.m.name, ptr.Version)
+}
+
+// tickPointer drives the pointer file: the start-up wait, then after start-up (celld starts its
+// pointer watcher when it serves) one poll every CELLD_DEPLOY_POLL_S seconds.
+func (p *proc) tickPointer(now time.Time) {
+	if !p.fileSource() {
+		return
+	}
+	if !p.loaded {
+		p.tryLoad(now)
+		return
+	}
+	if ph := p.phase(now); ph != "SERVING" && ph != "DRAINING" {
+		return
+	}
+	every := time.Duration(p.m.k.int(KnobDeployPollS, 30)) * time.Second
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	if now.Sub(p.lastPoll) < every {
+		return
+	}
+	p.lastPoll = now
+	_, _ = p.checkPointer(now, false)
+}
+
+// checkPointer reads the pointer and adopts it when it changed, like celld's pointer watcher;
+// force adopts even an unchanged one, like POST /reload. An unreadable pointer is a failed
+// poll: the old generation keeps serving.
+func (p *proc) checkPointer(now time.Time, force bool) (bool, error) {
+	d := &p.deploy
+	ptr, err := p.readPointer()
+	if err != nil {
+		if d.pointerStatus != "unavailable" {
+			p.m.s.log.Printf("%s/%s pointer poll failed: %v", p.m.ns, p.m.name, err)
+		}
+		d.pointerStatus = "unavailable"
+		if force {
+			d.adoption = "failed"
+		}
+		return false, err
+	}
+	if !force && ptr.Version == d.version && ptr.Prefix == d.prefix {
+		d.observe(ptr, now, "unchanged")
+		return false, nil
+	}
+	p.adopt(ptr, now)
+	return true, nil
+}
+
+// adopt builds ptr as the next generation: the old one moves to deployment.draining and every
+// resident cell becomes pending, converging in batches (cellGenerations).
+func (p *proc) adopt(ptr pointer, now time.Time) {
+	d := &p.deploy
 	d.draining = append(d.draining, drainedGeneration{generation: d.generation, version: d.version,
 		until: now.Add(p.m.k.ms(KnobDrainGenMS, 5000))})
-	d.version, d.prefix, d.generation, d.adoptedAt = v, prefix, d.generation+1, now
-	p.m.s.log.Printf("%s/%s adopted %s as generation %d", p.m.ns, p.m.name, v, d.generation)
-	return true
+	d.version, d.prefix, d.generation, d.adoptedAt = ptr.Version, ptr.Prefix, d.generation+1, now
+	d.observe(ptr, now, "adopted")
+	p.m.s.log.Printf("%s/%s adopted %s as generation %d", p.m.ns, p.m.name, ptr.Version, d.generation)
+}
+
+func (d *deployment) observe(ptr pointer, now time.Time, outcome string) {
+	d.target, d.observedAt, d.pointerStatus, d.adoption = &ptr, now, "observed", outcome
+}
+
+// pollPointer adopts a changed pointer read from the knobs, as every /state read does (the
+// pointer file is polled on its own schedule instead, see tickPointer); force adopts even an
+// unchanged one. It reports whether a new generation was adopted.
+func (p *proc) pollPointer(now time.Time, force bool) bool {
+	if p.fileSource() && !force {
+		return false
+	}
+	adopted, _ := p.checkPointer(now, force)
+	return adopted
 }
 
 // cells lists the resident cell scopes: CELLD_SIM_RESIDENT_CELLS generated ones (stable per
@@ -91,9 +238,8 @@ func (p *proc) cellGenerations(cells []string, now time.Time) (map[string]any, i
 // document builds the /state body of §2.4 (fork 0.6 shape). Keys are emitted sorted.
 func (p *proc) document(now time.Time) map[string]any {
 	k := p.m.k
-	cells := p.cells()
 	handed := p.handedOff(now)
-	resident := cells[min(int(handed), len(cells)):]
+	resident := p.residentCells(now)
 	n := int64(len(resident))
 	releasing := int64(0)
 	if p.draining() && n > 0 {
@@ -135,6 +281,45 @@ func (p *proc) document(now time.Time) map[string]any {
 		doc["ownership"] = "s3"
 		doc["deployment"] = p.deploymentDoc(resident, now)
 	}
+	return doc
+}
+
+// residentCells are the cells still resident at now: a drain hands them off in order.
+func (p *proc) residentCells(now time.Time) []string {
+	cells := p.cells()
+	return cells[min(int(p.handedOff(now)), len(cells)):]
+}
+
+// applicationDocument builds the GET /state?view=application body of §2.5 (keys emitted
+// sorted, integers only). Without a runtime (no bucket) nothing is loaded and the snapshot is
+// not valid.
+func (p *proc) applicationDocument(now time.Time) map[string]any {
+	d := &p.deploy
+	runtime := p.m.k.has(KnobBucket) && p.loaded
+	doc := map[string]any{
+		"schema_version": 1, "runtime_generation": p.gen, "sampled_at_ms": now.UnixMilli(),
+		"snapshot_valid": runtime, "loaded": nil, "local_generation": 0, "target": nil,
+		"pointer_status": "unknown", "adoption_status": "unknown",
+		"resident_cells": 0, "pending_cells": 0, "swapping_cells": 0,
+	}
+	if !runtime {
+		return doc
+	}
+	resident := p.residentCells(now)
+	gens, swapping := p.cellGenerations(resident, now)
+	pending := 0
+	for _, g := range gens {
+		if g.(int64) != d.generation {
+			pending++
+		}
+	}
+	doc["loaded"] = map[string]any{"version": d.version, "prefix": d.prefix}
+	doc["local_generation"] = d.generation
+	if d.target != nil {
+		doc["target"] = map[string]any{"version": d.target.Version, "prefix": d.target.Prefix, "observed_at_ms": d.observedAt.UnixMilli()}
+	}
+	doc["pointer_status"], doc["adoption_status"] = d.pointerStatus, d.adoption
+	doc["resident_cells"], doc["pending_cells"], doc["swapping_cells"] = len(resident), pending, swapping
 	return doc
 }
 

@@ -3,7 +3,6 @@ package celldsim
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"log"
 	"net/http/httptest"
 	"strings"
@@ -12,12 +11,15 @@ import (
 )
 
 func testProc(env map[string]string) *proc {
-	m := &member{name: "f-0", ns: "ns", s: &Simulator{log: log.New(io.Discard, "", 0)}}
+	m := &member{name: "f-0", ns: "ns", s: &Simulator{log: log.New(&syncBuffer{}, "", 0)}}
 	m.k = knobs{env: env, overrides: map[string]string{}}
 	p := &proc{m: m, start: time.Now(), gen: strings.Repeat("ab", 32), added: map[string]bool{}, evicted: map[string]bool{}}
-	p.deploy = newDeployment(m.k, p.start)
+	p.startDeployment(p.start)
 	return p
 }
+
+// logOf is what the test process has logged so far.
+func logOf(p *proc) string { return p.m.s.log.Writer().(*syncBuffer).String() }
 
 func serve(t *testing.T, p *proc, mode string) []byte {
 	t.Helper()
