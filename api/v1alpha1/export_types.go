@@ -18,7 +18,8 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="self.sink != 'Kafka' || (has(self.kafka) && !has(self.bucket))",message="spec.export.sink Kafka requires spec.export.kafka and forbids spec.export.bucket; move the settings to kafka"
 // +kubebuilder:validation:XValidation:rule="self.sink != 'Bucket' || !has(self.kafka)",message="spec.export.sink Bucket forbids spec.export.kafka; remove kafka or set sink: Kafka"
-// +kubebuilder:validation:XValidation:rule="!has(self.maxRecordBytes) || !has(self.queueBytes) || self.maxRecordBytes <= self.queueBytes",message="spec.export.maxRecordBytes must not exceed queueBytes; raise queueBytes or lower maxRecordBytes"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxRecordBytes) || self.maxRecordBytes <= (has(self.queueBytes) ? self.queueBytes : 268435456)",message="spec.export.maxRecordBytes must not exceed queueBytes (268435456, celld's default, when omitted); raise queueBytes or lower maxRecordBytes"
+// +kubebuilder:validation:XValidation:rule="self.sink != 'Kafka' || !has(self.maxRecordBytes) || self.maxRecordBytes <= 999934464",message="spec.export.maxRecordBytes must be at most 999934464 with sink Kafka, so a record plus 64 KiB fits Kafka's 1000000000-byte message limit; lower maxRecordBytes"
 type ExportSpec struct {
 	// sink is Bucket (default) or Kafka.
 	// +kubebuilder:default=Bucket
@@ -45,7 +46,8 @@ type ExportSpec struct {
 	// +optional
 	MaxTransactionBytes *int64 `json:"maxTransactionBytes,omitempty"`
 	// maxRecordBytes caps one exported record (CELLD_EXPORT_MAX_RECORD_BYTES); at most
-	// queueBytes.
+	// queueBytes (256 MiB when omitted), and at most 999934464 with the Kafka sink, whose
+	// messages carry a record plus 64 KiB under Kafka's 1e9-byte limit.
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MaxRecordBytes *int64 `json:"maxRecordBytes,omitempty"`

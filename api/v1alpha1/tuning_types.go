@@ -2,11 +2,14 @@ package v1alpha1
 
 // EnvVar is one CELLD_ variable added to every member: a literal value or a reference to a
 // key of a Secret in the fleet namespace. Secret values never enter the fleet, its status or
-// the operator's logs; Kubernetes resolves the reference when a Pod starts.
+// the operator's logs; Kubernetes resolves the reference when a Pod starts. Variables celld
+// removed are refused (celld would refuse to start; an empty CELLD_WORKER_LOADER, which celld
+// tolerates, is accepted).
 //
 // +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.secretKeyRef)",message="spec.env entries need exactly one of value or secretKeyRef; keep one"
 // +kubebuilder:validation:XValidation:rule="!(self.name in ['CELLD_NODE', 'CELLD_ADVERTISE', 'CELLD_BUCKET', 'CELLD_DURABILITY', 'CELLD_ADDR', 'CELLD_INTERNAL_ADDR', 'CELLD_WATCH', 'CELLD_TTL_MS', 'CELLD_SHUTDOWN_TOTAL_MS', 'CELLD_TOKIO_THREADS', 'CELLD_MAX_RESIDENT_CELLS', 'CELLD_IDLE_EVICT_S'])",message="spec.env name is owned by the operator (identity, network, durability, storage and tuning settings); use the dedicated spec field instead"
 // +kubebuilder:validation:XValidation:rule="!['CELLD_REEXEC_', 'CELLD_STRICT_', 'CELLD_OTEL', 'CELLD_EXPORT', 'CELLD_UNSAFE_', 'CELLD_TEST_'].exists(p, self.name.startsWith(p))",message="spec.env name uses a reserved prefix (CELLD_REEXEC_, CELLD_STRICT_, CELLD_OTEL, CELLD_EXPORT, CELLD_UNSAFE_, CELLD_TEST_); use spec.telemetry or spec.export, or another name"
+// +kubebuilder:validation:XValidation:rule="!(self.name in ['CELLD_AI_BINDING', 'CELLD_AI_URL', 'CELLD_PACED_HANDOFF', 'CELLD_LOG_GROUP_COMMIT_MS', 'CELLD_QUEUE_PRODUCER_GROUP_MS', 'CELLD_LOG_BUNDLE', 'CELLD_PRESENCE_SHADOW', 'CELLD_STORAGE_PROBE', 'CELLD_EVICTIONS', 'CELLD_LOG_CAPTURE_WORKERS', 'CELLD_REBALANCE_BATCH_CELLS', 'CELLD_CLOUD_RESTART_ON_DEPLOY', 'CELLD_OUTPUT_GATE', 'CELLD_DRAIN_TOKEN_WAIT_MS', 'CELLD_SHUTDOWN_DRAIN_MS', 'CELLD_MAX_LOADED_WORKERS', 'CELLD_WORKER_LOADER', 'CELLD_VARS_FILE'] || self.name.startsWith('CELLD_VAR_')) || (self.name == 'CELLD_WORKER_LOADER' && has(self.value) && size(self.value) == 0)",message="spec.env name is a variable celld removed (CELLD_VAR_*, CELLD_VARS_FILE, CELLD_OUTPUT_GATE, CELLD_SHUTDOWN_DRAIN_MS and the others of its removed list); celld refuses to start while it is set, so remove the entry"
 type EnvVar struct {
 	// name is the variable name, CELLD_ followed by upper-case letters, digits and '_'.
 	// +kubebuilder:validation:MaxLength=128

@@ -42,6 +42,37 @@ var operatorOwnedEnv = map[string]bool{
 	"CELLD_IDLE_EVICT_S": true,
 }
 
+// removedEnvNames are variables celld removed; it refuses to start while one is set, as it
+// does for every CELLD_VAR_* name (celld-runtime.md §1.7). CELLD_WORKER_LOADER is tolerated
+// when empty.
+var removedEnvNames = map[string]bool{
+	"CELLD_AI_BINDING":              true,
+	"CELLD_AI_URL":                  true,
+	"CELLD_PACED_HANDOFF":           true,
+	"CELLD_LOG_GROUP_COMMIT_MS":     true,
+	"CELLD_QUEUE_PRODUCER_GROUP_MS": true,
+	"CELLD_LOG_BUNDLE":              true,
+	"CELLD_PRESENCE_SHADOW":         true,
+	"CELLD_STORAGE_PROBE":           true,
+	"CELLD_EVICTIONS":               true,
+	"CELLD_LOG_CAPTURE_WORKERS":     true,
+	"CELLD_REBALANCE_BATCH_CELLS":   true,
+	"CELLD_CLOUD_RESTART_ON_DEPLOY": true,
+	"CELLD_OUTPUT_GATE":             true,
+	"CELLD_DRAIN_TOKEN_WAIT_MS":     true,
+	"CELLD_SHUTDOWN_DRAIN_MS":       true,
+	"CELLD_MAX_LOADED_WORKERS":      true,
+	"CELLD_WORKER_LOADER":           true,
+	"CELLD_VARS_FILE":               true,
+}
+
+// DefaultExportQueueBytes is celld's CELLD_EXPORT_QUEUE_BYTES when queueBytes is omitted.
+const DefaultExportQueueBytes = 268435456
+
+// MaxKafkaRecordBytes is the largest maxRecordBytes the Kafka sink takes: celld sizes the
+// producer's message.max.bytes at record + 64 KiB, and Kafka caps it at 1e9.
+const MaxKafkaRecordBytes = 1_000_000_000 - 65536
+
 // reservedEnvPrefixes belong to celld's own machinery or to dedicated spec fields.
 var reservedEnvPrefixes = []string{"CELLD_REEXEC_", "CELLD_STRICT_", "CELLD_OTEL", "CELLD_EXPORT", "CELLD_UNSAFE_", "CELLD_TEST_"}
 
@@ -301,6 +332,10 @@ func validateEnv(env []EnvVar, p *field.Path) field.ErrorList {
 		if operatorOwnedEnv[e.Name] {
 			errs = append(errs, field.Forbidden(ip.Child("name"), MsgEnvOperatorOwned))
 		}
+		if (removedEnvNames[e.Name] || strings.HasPrefix(e.Name, "CELLD_VAR_")) &&
+			(e.Name != "CELLD_WORKER_LOADER" || e.Value == nil || *e.Value != "") {
+			errs = append(errs, field.Forbidden(ip.Child("name"), MsgEnvRemoved))
+		}
 		for _, prefix := range reservedEnvPrefixes {
 			if strings.HasPrefix(e.Name, prefix) {
 				errs = append(errs, field.Forbidden(ip.Child("name"), MsgEnvReservedPrefix))
@@ -416,8 +451,17 @@ func (e *ExportSpec) validate(p *field.Path) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(p.Child("sink"), sink, []ExportSink{ExportSinkBucket, ExportSinkKafka}))
 	}
-	if e.MaxRecordBytes != nil && e.QueueBytes != nil && *e.MaxRecordBytes > *e.QueueBytes {
-		errs = append(errs, field.Invalid(p.Child("maxRecordBytes"), *e.MaxRecordBytes, MsgExportRecordBytes))
+	if e.MaxRecordBytes != nil {
+		queue := int64(DefaultExportQueueBytes)
+		if e.QueueBytes != nil {
+			queue = *e.QueueBytes
+		}
+		if *e.MaxRecordBytes > queue {
+			errs = append(errs, field.Invalid(p.Child("maxRecordBytes"), *e.MaxRecordBytes, MsgExportRecordBytes))
+		}
+		if sink == ExportSinkKafka && *e.MaxRecordBytes > MaxKafkaRecordBytes {
+			errs = append(errs, field.Invalid(p.Child("maxRecordBytes"), *e.MaxRecordBytes, MsgExportKafkaRecordBytes))
+		}
 	}
 	for _, v := range []struct {
 		name string

@@ -138,6 +138,14 @@ func Create() []Case {
 		{Name: "env operator-owned name", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_NODE", new("x"), nil) }, Message: v1.MsgEnvOperatorOwned},
 		{Name: "env reserved prefix", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_OTEL_SINK", new("x"), nil) }, Message: v1.MsgEnvReservedPrefix},
 		{Name: "env strict prefix", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_STRICT_X", new("x"), nil) }, Message: v1.MsgEnvReservedPrefix},
+		{Name: "env removed name", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_OUTPUT_GATE", new("1"), nil) }, Message: v1.MsgEnvRemoved},
+		{Name: "env removed CELLD_VAR_ name", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_VAR_GREETING", new("hi"), nil) }, Message: v1.MsgEnvRemoved},
+		{Name: "env removed name from a Secret", Mutate: func(f *v1.CelldFleet) {
+			f.Spec.Env = env("CELLD_VARS_FILE", nil, &v1.SecretKeyRef{Name: "s", Key: "k"})
+		}, Message: v1.MsgEnvRemoved},
+		{Name: "env CELLD_WORKER_LOADER set", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_WORKER_LOADER", new("v8"), nil) }, Message: v1.MsgEnvRemoved},
+		{Name: "env CELLD_WORKER_LOADER empty", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_WORKER_LOADER", new(""), nil) }},
+		{Name: "env name like a removed one", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_VARIANT", new("x"), nil) }},
 		{Name: "env name not CELLD_", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("AWS_REGION", new("x"), nil) }, Field: "spec.env[0].name"},
 		{Name: "33 env entries", Mutate: func(f *v1.CelldFleet) {
 			for i := range 33 {
@@ -199,6 +207,22 @@ func Create() []Case {
 		{Name: "export record above queue", Mutate: func(f *v1.CelldFleet) {
 			f.Spec.Export = &v1.ExportSpec{MaxRecordBytes: new(int64(10)), QueueBytes: new(int64(5))}
 		}, Message: v1.MsgExportRecordBytes},
+		{Name: "export record above the default queue", Mutate: func(f *v1.CelldFleet) {
+			f.Spec.Export = &v1.ExportSpec{MaxRecordBytes: new(int64(v1.DefaultExportQueueBytes + 1))}
+		}, Message: v1.MsgExportRecordBytes},
+		{Name: "export record at the default queue", Mutate: func(f *v1.CelldFleet) {
+			f.Spec.Export = &v1.ExportSpec{MaxRecordBytes: new(int64(v1.DefaultExportQueueBytes))}
+		}},
+		{Name: "kafka record above Kafka's limit", Mutate: func(f *v1.CelldFleet) {
+			e := kafka()
+			e.MaxRecordBytes, e.QueueBytes = new(int64(v1.MaxKafkaRecordBytes+1)), new(int64(2_000_000_000))
+			f.Spec.Export = e
+		}, Message: v1.MsgExportKafkaRecordBytes},
+		{Name: "kafka record at Kafka's limit", Mutate: func(f *v1.CelldFleet) {
+			e := kafka()
+			e.MaxRecordBytes, e.QueueBytes = new(int64(v1.MaxKafkaRecordBytes)), new(int64(2_000_000_000))
+			f.Spec.Export = e
+		}},
 		{Name: "export internal class", Mutate: func(f *v1.CelldFleet) {
 			f.Spec.Export = &v1.ExportSpec{Classes: []string{"Orders", "__Workflow.step"}}
 		}, Message: v1.MsgExportClasses},
