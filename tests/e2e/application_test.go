@@ -189,6 +189,36 @@ var _ = Describe("application observation", func() {
 		Entry("a document without deployment", "missing:deployment", v1.ReasonUnsupported, v1.ReasonUnsupported),
 	)
 
+	It("reports Unknown/FleetDeleting once the fleet is deleting, without reading members", func(ctx context.Context) {
+		Expect(kube().Create(ctx, bucketFleet(ns, name, 3, v1.BucketWorkloadDeployment))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		waitApplication(ctx, ns, name, metav1.ConditionTrue, v1.ReasonConverged)
+
+		// A finalizer of the test's own keeps the deleting fleet readable after the operator's
+		// finalizer is gone, so the published verdict can be read.
+		const hold = "e2e.celld.eric.dev/hold"
+		f := getFleet(ctx, ns, name)
+		f.Finalizers = append(f.Finalizers, hold)
+		Expect(kube().Update(ctx, f)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			patch := client.MergeFrom(getFleet(ctx, ns, name))
+			live := getFleet(ctx, ns, name)
+			live.Finalizers = slices.DeleteFunc(live.Finalizers, func(s string) bool { return s == hold })
+			Expect(kube().Patch(ctx, live, patch)).To(Succeed())
+		})
+		Expect(kube().Delete(ctx, f)).To(Succeed())
+
+		framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
+			f, c, app := appState(ctx, ns, name)
+			g.Expect(f.DeletionTimestamp).NotTo(BeNil())
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(string(c.Status) + "/" + c.Reason).To(Equal("Unknown/" + v1.ReasonFleetDeleting))
+			g.Expect(app.ObservedVersion).To(BeNil(), "a deleting fleet names no version")
+			g.Expect(app.ObservedNodes).To(BeZero(), "a deleting fleet's members are not read")
+			g.Expect(app.Nodes).To(BeEmpty())
+		}).Should(Succeed())
+	})
+
 	It("keeps scaling the fleet while observation is Unknown, and then covers the new member", func(ctx context.Context) {
 		Expect(kube().Create(ctx, bucketFleet(ns, name, 3, v1.BucketWorkloadOrdered))).To(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
