@@ -70,6 +70,10 @@ var _ = Describe("local cluster", func() {
 		}
 		Expect(order).To(Equal([]string{"roll-2", "roll-1", "roll-0"}),
 			"a StatefulSet rollout replaces the highest ordinal first; deletions seen (name@revision): %v", seen)
+		if len(seen) != len(order) {
+			// a pod at the new revision was deleted too: not a rollout step, but worth a trace
+			AddReportEntry("deletions seen during the rollout (name@revision)", fmt.Sprint(seen))
+		}
 	})
 
 	It("reports a lost volume as a Lost claim", func(ctx context.Context) {
