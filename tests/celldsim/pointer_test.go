@@ -1,6 +1,7 @@
 package celldsim
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func writePointer(t *testing.T, path, body string) {
@@ -65,16 +68,16 @@ func TestAMissingPointerFileKeepsStartUpInThePointerWait(t *testing.T) {
 			Generation      int
 		}
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	var lastErr error
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 		resp, err := client.Get(srv.URL + "/state")
-		if err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&doc)
-			resp.Body.Close()
-			break
+		if lastErr = err; err != nil {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/state did not answer once the pointer was readable: %v", err)
-		}
+		defer resp.Body.Close()
+		return true, json.NewDecoder(resp.Body).Decode(&doc)
+	}); err != nil {
+		t.Fatalf("/state did not answer once the pointer was readable: %v (last: %v)", err, lastErr)
 	}
 	if doc.Deployment.Version != "v1" || doc.Deployment.Prefix != "deploy/shop/v1" || doc.Deployment.Generation != 1 {
 		t.Errorf("generation 1 must be the pointer file's deployment, got %+v", doc.Deployment)

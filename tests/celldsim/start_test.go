@@ -2,7 +2,9 @@ package celldsim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"log"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/workload"
@@ -67,10 +70,17 @@ func plain(pairs ...string) []corev1.EnvVar {
 func started(t *testing.T, out *syncBuffer, start func() bool) {
 	t.Helper()
 	refused := strings.Count(out.String(), "Error:")
-	for deadline := time.Now().Add(5 * time.Second); !start(); time.Sleep(20 * time.Millisecond) {
-		if strings.Count(out.String(), "Error:") > refused || time.Now().After(deadline) {
-			t.Fatalf("the process did not start; log:\n%s", out)
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		if start() {
+			return true, nil
 		}
+		if strings.Count(out.String(), "Error:") > refused {
+			return false, errors.New("the env was refused")
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the process did not start (%v); log:\n%s", err, out)
 	}
 }
 
