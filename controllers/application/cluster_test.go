@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -25,40 +23,17 @@ import (
 // The tests in this file run against a real kube-apiserver (envtest, binaries from bin/), since
 // field ownership and server-side apply merging are the API server's behaviour, not ours. The
 // server starts on first use, so the pure tests of the package do not wait for it.
-var (
-	envOnce sync.Once
-	stopEnv func()
-	k8s     client.Client
-	envErr  error
-)
+var env = apiserver.Shared{Dirs: []string{"config/crd/bases"},
+	Schemes: []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1.AddToScheme}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if stopEnv != nil {
-		stopEnv()
-	}
+	env.Stop()
 	os.Exit(code)
 }
 
-// apiServer returns a client of the shared test API server, starting it once. A missing binary
-// is a failure, never a skip.
-func apiServer(t *testing.T) client.Client {
-	t.Helper()
-	envOnce.Do(func() {
-		scheme := runtime.NewScheme()
-		_ = clientgoscheme.AddToScheme(scheme)
-		_ = v1.AddToScheme(scheme)
-		var cfg *rest.Config
-		if cfg, stopEnv, envErr = apiserver.Start("config/crd/bases"); envErr != nil {
-			return
-		}
-		k8s, envErr = client.New(cfg, client.Options{Scheme: scheme})
-	})
-	if envErr != nil {
-		t.Fatal(envErr)
-	}
-	return k8s
-}
+// apiServer returns a client of the package's API server, starting it once.
+func apiServer(t *testing.T) client.Client { return env.Client(t) }
 
 func newNamespace(t *testing.T, c client.Client) string {
 	t.Helper()

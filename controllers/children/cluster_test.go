@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,52 +15,26 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/tests/apiserver"
 )
 
-// The API-server tests share one etcd + kube-apiserver, started on first use so the pure tests
-// stay fast, and stopped by TestMain.
-var (
-	envOnce   sync.Once
-	stopEnv   func()
-	envClient client.Client
-	envConfig *rest.Config
-	envErr    error
-)
+// The API-server tests share one etcd + kube-apiserver with the Gateway API HTTPRoute CRD and
+// Istio's security CRDs installed, started on first use so the pure tests stay fast, and stopped
+// by TestMain.
+var env = apiserver.Shared{Dirs: []string{"controllers/children/testdata/crds"},
+	Schemes: []func(*runtime.Scheme) error{clientgoscheme.AddToScheme}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if stopEnv != nil {
-		stopEnv()
-	}
+	env.Stop()
 	os.Exit(code)
 }
 
-// apiServer returns a client of the shared test API server with the Gateway API HTTPRoute CRD
-// and Istio's security CRDs installed. KUBEBUILDER_ASSETS defaults to the repository's bin/,
-// where the Makefile (tests/tools/install.sh) builds etcd and kube-apiserver.
-func apiServer(t testing.TB) client.Client {
-	t.Helper()
-	envOnce.Do(func() {
-		scheme := runtime.NewScheme()
-		if envErr = clientgoscheme.AddToScheme(scheme); envErr != nil {
-			return
-		}
-		crds, _ := filepath.Abs(filepath.Join("testdata", "crds"))
-		if envConfig, stopEnv, envErr = apiserver.Start(crds); envErr != nil {
-			return
-		}
-		envClient, envErr = client.New(envConfig, client.Options{Scheme: scheme})
-	})
-	if envErr != nil {
-		t.Fatal(envErr)
-	}
-	return envClient
-}
+// apiServer returns a client of the package's API server, starting it once.
+func apiServer(t testing.TB) client.Client { return env.Client(t) }
 
 // newNamespace gives each test its own namespace, so tests never see each other's children.
 func newNamespace(t testing.TB, c client.Client) string {

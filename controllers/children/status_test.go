@@ -95,7 +95,7 @@ func TestRoutingReadyForAnIngressIsItsAddress(t *testing.T) {
 
 func TestAPIsDetectsTheInstalledCRDs(t *testing.T) {
 	apiServer(t)
-	d, err := discovery.NewDiscoveryClientForConfig(envConfig)
+	d, err := discovery.NewDiscoveryClientForConfig(env.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
