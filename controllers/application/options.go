@@ -66,30 +66,16 @@ func DefaultOptions() Options {
 	}
 }
 
-// withDefaults fills zero fields from DefaultOptions.
+// withDefaults fills zero (or negative) fields from DefaultOptions.
 func (o Options) withDefaults() Options {
 	d := DefaultOptions()
-	if o.Interval <= 0 {
-		o.Interval = d.Interval
-	}
-	if o.Workers <= 0 {
-		o.Workers = d.Workers
-	}
-	if o.Deadline <= 0 {
-		o.Deadline = d.Deadline
-	}
-	if o.MaxAge <= 0 {
-		o.MaxAge = d.MaxAge
-	}
-	if o.Refresh <= 0 {
-		o.Refresh = d.Refresh
-	}
-	if o.Scan <= 0 {
-		o.Scan = d.Scan
-	}
-	if o.Fleets <= 0 {
-		o.Fleets = d.Fleets
-	}
+	o.Interval = positiveOr(o.Interval, d.Interval)
+	o.Workers = positiveOr(o.Workers, d.Workers)
+	o.Deadline = positiveOr(o.Deadline, d.Deadline)
+	o.MaxAge = positiveOr(o.MaxAge, d.MaxAge)
+	o.Refresh = positiveOr(o.Refresh, d.Refresh)
+	o.Scan = positiveOr(o.Scan, d.Scan)
+	o.Fleets = positiveOr(o.Fleets, d.Fleets)
 	if o.Reader == nil {
 		o.Reader = celld.NewClient()
 	}
@@ -97,4 +83,12 @@ func (o Options) withDefaults() Options {
 		o.Now = time.Now
 	}
 	return o
+}
+
+// positiveOr is v when it is positive, else def.
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
 }
