@@ -143,21 +143,30 @@ func patchFleet(ctx context.Context, ns, name, patch string) {
 // operatorDeletes returns the Pod and claim deletes the operator issued in ns, oldest first.
 func operatorDeletes(ns string) []deleteRecord {
 	GinkgoHelper()
-	f, err := os.Open(filepath.Join(artifactsDir(), "operator-deletes.jsonl"))
+	out := readJournal("operator-deletes.jsonl", func(r deleteRecord) bool { return r.Namespace == ns })
+	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
+
+// readJournal returns the records of one of the operator's JSONL journals in .artifacts that
+// keep accepts; a journal not written yet has none.
+func readJournal[T any](name string, keep func(T) bool) []T {
+	GinkgoHelper()
+	f, err := os.Open(filepath.Join(artifactsDir(), name))
 	if os.IsNotExist(err) {
 		return nil
 	}
 	Expect(err).NotTo(HaveOccurred())
 	defer f.Close()
-	var out []deleteRecord
+	var out []T
 	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var r deleteRecord
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Namespace == ns {
+		var r T
+		if json.Unmarshal(sc.Bytes(), &r) == nil && keep(r) {
 			out = append(out, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out
 }
 
@@ -208,23 +217,10 @@ func resourceGi(n int64) resource.Quantity { return *resource.NewQuantity(n<<30,
 // at once and an unchanged one at most once a minute (docs/application.md).
 func operatorWrites(ns string, since time.Time, names ...string) []writeRecord {
 	GinkgoHelper()
-	f, err := os.Open(filepath.Join(artifactsDir(), "operator-writes.jsonl"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	Expect(err).NotTo(HaveOccurred())
-	defer f.Close()
-	var out []writeRecord
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var r writeRecord
-		if json.Unmarshal(sc.Bytes(), &r) != nil || r.At.Before(since) || r.Manager == application.FieldManager {
-			continue
+	return readJournal("operator-writes.jsonl", func(r writeRecord) bool {
+		if r.At.Before(since) || r.Manager == application.FieldManager {
+			return false
 		}
-		if strings.Contains(r.Path, "/namespaces/"+ns+"/") || slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(r.Path, "/"+n) }) {
-			out = append(out, r)
-		}
-	}
-	return out
+		return strings.Contains(r.Path, "/namespaces/"+ns+"/") || slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(r.Path, "/"+n) })
+	})
 }
