@@ -91,15 +91,16 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRDs (config/crd/bases, install chart) and docs/fleet-api.md.
+manifests: $(CONTROLLER_GEN) ## Generate the CRDs (config/crd/bases, install chart), docs/fleet-api.md and the chart README's values table.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	go run ./tests/tools/apidocs
-	@if [ -d helm-charts/celld-operator/crds ]; then cp config/crd/bases/*.yaml helm-charts/celld-operator/crds/; fi
+	rm -f helm-charts/celld-operator/files/crds/*.yaml && cp config/crd/bases/*.yaml helm-charts/celld-operator/files/crds/
+	go run ./tests/tools/chartdocs
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated files are stale, code is not gofmt'ed or go vet complains.
-	@stale=$$(git status --porcelain -- api config/crd helm-charts/celld-operator/crds docs/fleet-api.md); \
-	if [ -n "$$stale" ]; then echo "generated files are stale; run make generate manifests and commit:"; echo "$$stale"; git --no-pager diff --stat -- api config/crd helm-charts/celld-operator/crds docs/fleet-api.md; exit 1; fi
+	@stale=$$(git status --porcelain -- api config/crd helm-charts/celld-operator/files/crds helm-charts/celld-operator/README.md docs/fleet-api.md); \
+	if [ -n "$$stale" ]; then echo "generated files are stale; run make generate manifests and commit:"; echo "$$stale"; git --no-pager diff --stat -- api config/crd helm-charts/celld-operator/files/crds helm-charts/celld-operator/README.md docs/fleet-api.md; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 

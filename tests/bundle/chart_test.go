@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -20,21 +22,41 @@ import (
 
 const chartDir = "helm-charts/celld-operator"
 
-// render renders the chart the way `helm template --include-crds` does: values coalesced
-// and validated against values.schema.json, templates rendered by the engine in strict
-// mode, CRDs from crds/ first.
+// releaseNamespace is the namespace the chart tests install into.
+const releaseNamespace = "celld-system"
+
+// render renders the chart the way `helm template` does: values coalesced and validated
+// against values.schema.json, templates rendered by the engine in strict mode. The CRDs are
+// templates (crds.enabled), so they render like any other object.
 func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return renderChart(t, loadChart(t), vals, releaseNamespace)
+}
+
+func loadChart(t *testing.T) *chart.Chart {
 	t.Helper()
 	chrt, err := loader.Load(repo(t, chartDir))
 	if err != nil {
 		t.Fatalf("load the chart: %v", err)
 	}
+	return chrt
+}
+
+// renderChart renders chrt (the install chart, or a parent holding it as a dependency) into
+// namespace, with dependency conditions processed as helm install does.
+func renderChart(t *testing.T, chrt *chart.Chart, vals map[string]any, namespace string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
+		return nil, err
+	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-	if err := chartutil.IsCompatibleRange(chrt.Metadata.KubeVersion, caps.KubeVersion.String()); !err {
-		t.Fatalf("the chart's kubeVersion %q refuses Kubernetes %s", chrt.Metadata.KubeVersion, caps.KubeVersion)
+	for _, c := range append([]*chart.Chart{chrt}, chrt.Dependencies()...) {
+		if v := c.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
+			t.Fatalf("chart %s's kubeVersion %q refuses Kubernetes %s", c.Name(), v, caps.KubeVersion)
+		}
 	}
-	top, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{Name: "celld-operator", Namespace: "celld-system", IsInstall: true}, caps)
+	top, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{Name: "celld-operator", Namespace: namespace, IsInstall: true}, caps)
 	if err != nil {
 		return nil, err
 	}
@@ -45,11 +67,6 @@ func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, er
 		return nil, err
 	}
 	var manifest strings.Builder
-	for _, crd := range chrt.CRDObjects() {
-		manifest.WriteString("---\n")
-		manifest.Write(crd.File.Data)
-		manifest.WriteString("\n")
-	}
 	names := make([]string, 0, len(files))
 	for name := range files {
 		names = append(names, name)
@@ -89,17 +106,33 @@ func kinds(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstr
 	return out
 }
 
-// TestChartDefaults renders the default values: CRDs, identity, RBAC, a hardened operator,
-// and neither fleet Roles nor monitoring objects.
+// TestChartDefaults renders the default values: CRDs kept on uninstall, identity, RBAC, the
+// user roles, a budget for the two operator Pods, a hardened operator, and neither fleet Roles
+// nor monitoring objects.
 func TestChartDefaults(t *testing.T) {
 	objs := mustRender(t, nil)
-	if n := len(kinds(objs, "CustomResourceDefinition")); n != 2 {
-		t.Errorf("the chart renders %d CRDs, want 2", n)
+	crds := kinds(objs, "CustomResourceDefinition")
+	if len(crds) != 2 {
+		t.Errorf("the chart renders %d CRDs, want 2", len(crds))
+	}
+	for _, crd := range crds {
+		if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s lacks helm.sh/resource-policy: keep; helm uninstall would delete every fleet", crd.GetName())
+		}
+		if crd.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
+			t.Errorf("CRD %s lacks the chart's labels: %v", crd.GetName(), crd.GetLabels())
+		}
 	}
 	one(t, objs, "ServiceAccount", "celld-operator")
 	one(t, objs, "ClusterRole", "celld-operator")
 	one(t, objs, "ClusterRoleBinding", "celld-operator")
 	one(t, objs, "Role", "celld-operator-leader-election")
+	one(t, objs, "ClusterRole", "celld-operator-view")
+	one(t, objs, "ClusterRole", "celld-operator-edit")
+	pdb := one(t, objs, "PodDisruptionBudget", "celld-operator")
+	if v, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "maxUnavailable"); fmt.Sprint(v) != "1" {
+		t.Errorf("the operator's budget allows %v Pods down, want 1 of the 2", v)
+	}
 	for _, kind := range []string{"Service", "ServiceMonitor", "PrometheusRule"} {
 		if n := len(kinds(objs, kind)); n != 0 {
 			t.Errorf("metrics are off by default, yet %d %s objects render", n, kind)
@@ -192,10 +225,41 @@ func TestChartSchemaRefusesBadValues(t *testing.T) {
 		"misspelt top-level value":         {"fleetNamespace": []any{"a"}},
 		"imagePullSecrets without a name":  {"imagePullSecrets": []any{map[string]any{}}},
 		"serviceAccount annotation number": {"serviceAccount": map[string]any{"annotations": map[string]any{"a": 1}}},
+		"delay below the operator's 1m":    {"memberReplacementDelay": "30s"},
+		"delay of 59s":                     {"memberReplacementDelay": "59s"},
+		"delay of zero minutes":            {"memberReplacementDelay": "0m"},
+		"common label redefining the name": {"commonLabels": map[string]any{"app.kubernetes.io/name": "x"}},
+		"pod label redefining the chart":   {"podLabels": map[string]any{"helm.sh/chart": "x"}},
+		"extraEnv redefining the watch":    {"extraEnv": []any{map[string]any{"name": "WATCH_NAMESPACE", "value": "a"}}},
+		"extraEnv without a name":          {"extraEnv": []any{map[string]any{"value": "a"}}},
+		"volume mount without a path":      {"extraVolumeMounts": []any{map[string]any{"name": "tmp"}}},
+		"budget allowing no disruption":    {"podDisruptionBudget": map[string]any{"maxUnavailable": 0}},
+		"budget of 100%":                   {"podDisruptionBudget": map[string]any{"maxUnavailable": "100%"}},
+		"spread without a topology key":    {"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}}},
+		"misspelt crds switch":             {"crds": map[string]any{"enable": false}},
+		"global not an object":             {"global": "x"},
 	}
 	for name, vals := range bad {
 		if _, err := render(t, vals); err == nil {
 			t.Errorf("%s: the schema accepted %v", name, vals)
+		}
+	}
+}
+
+// TestChartSchemaAcceptsWhatHelmAndParentsPass: Helm injects global: into every chart of a
+// release, and umbrella charts enable dependencies with <name>.enabled; neither may be refused.
+func TestChartSchemaAcceptsWhatHelmAndParentsPass(t *testing.T) {
+	good := map[string]map[string]any{
+		"an empty global":            {"global": map[string]any{}},
+		"a parent's global values":   {"global": map[string]any{"imagePullSecrets": []any{"a"}, "storageClass": "fast"}},
+		"a parent's condition value": {"enabled": true},
+		"a delay of 60s":             {"memberReplacementDelay": "60s"},
+		"Go's spelling of 1m":        {"memberReplacementDelay": "1m0s"},
+		"a percentage budget":        {"podDisruptionBudget": map[string]any{"maxUnavailable": "50%"}},
+	}
+	for name, vals := range good {
+		if _, err := render(t, vals); err != nil {
+			t.Errorf("%s: the chart refuses %v: %v", name, vals, err)
 		}
 	}
 }
@@ -220,25 +284,90 @@ func TestChartRBACEqualsConfig(t *testing.T) {
 	}
 }
 
-// TestChartCRDsEqualConfig: crds/ is a byte copy of config/crd/bases (`make manifests`).
+// TestChartCRDsEqualConfig: files/crds is a byte copy of config/crd/bases (`make manifests`),
+// and the CRDs the chart renders from it are those CRDs with only the chart's labels and the
+// keep annotation added.
 func TestChartCRDsEqualConfig(t *testing.T) {
 	want, err := filepath.Glob(repo(t, "config", "crd", "bases", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := filepath.Glob(repo(t, chartDir, "crds", "*.yaml"))
+	got, err := filepath.Glob(repo(t, chartDir, "files", "crds", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != len(want) {
 		t.Errorf("the chart has %d CRDs, config/crd/bases %d; run `make manifests`", len(got), len(want))
 	}
+	rendered := kinds(mustRender(t, nil), "CustomResourceDefinition")
 	for _, w := range want {
-		g := repo(t, chartDir, "crds", filepath.Base(w))
+		g := repo(t, chartDir, "files", "crds", filepath.Base(w))
 		if string(read(t, g)) != string(read(t, w)) {
 			t.Errorf("%s differs from config/crd/bases; run `make manifests`", g)
 		}
+		base := objects(t, w)[0]
+		r := one(t, rendered, "CustomResourceDefinition", base.GetName())
+		if a, b := fmtYAML(t, r.Object["spec"]), fmtYAML(t, base.Object["spec"]); a != b {
+			t.Errorf("the rendered CRD %s has another spec than config/crd/bases:\n%s", base.GetName(), diffLines(a, b))
+		}
+		wantAnn := base.GetAnnotations()
+		wantAnn["helm.sh/resource-policy"] = "keep"
+		if !reflect.DeepEqual(r.GetAnnotations(), wantAnn) {
+			t.Errorf("the rendered CRD %s has annotations %v, want %v", base.GetName(), r.GetAnnotations(), wantAnn)
+		}
 	}
+}
+
+// TestChartHasNoCrdsDirectory: Helm installs a chart's crds/ once and never upgrades it, and
+// CRDs in both crds/ and templates/ collide on install. The CRDs are templates only.
+func TestChartHasNoCrdsDirectory(t *testing.T) {
+	if _, err := os.Stat(repo(t, chartDir, "crds")); !os.IsNotExist(err) {
+		t.Errorf("%s/crds exists (%v): helm upgrade would never upgrade those CRDs; keep them in files/crds, rendered by templates/crds.yaml", chartDir, err)
+	}
+	if n := len(loadChart(t).CRDObjects()); n != 0 {
+		t.Errorf("Helm sees %d CRDs outside templates", n)
+	}
+}
+
+// TestChartCRDSwitches: crds.enabled=false renders no CRD, crds.keep=false drops the keep
+// annotation (helm uninstall then deletes every fleet).
+func TestChartCRDSwitches(t *testing.T) {
+	if n := len(kinds(mustRender(t, map[string]any{"crds": map[string]any{"enabled": false}}), "CustomResourceDefinition")); n != 0 {
+		t.Errorf("crds.enabled=false still renders %d CRDs", n)
+	}
+	crds := kinds(mustRender(t, map[string]any{"crds": map[string]any{"keep": false}}), "CustomResourceDefinition")
+	if len(crds) != 2 {
+		t.Fatalf("crds.keep=false renders %d CRDs, want 2", len(crds))
+	}
+	for _, crd := range crds {
+		if _, ok := crd.GetAnnotations()["helm.sh/resource-policy"]; ok {
+			t.Errorf("crds.keep=false, yet CRD %s keeps the resource policy", crd.GetName())
+		}
+	}
+}
+
+// diffLines lists the lines of a that b lacks and the reverse, for a readable failure.
+func diffLines(a, b string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l] = true
+		}
+		return m
+	}
+	ia, ib := in(a), in(b)
+	var out strings.Builder
+	for _, l := range strings.Split(a, "\n") {
+		if !ib[l] {
+			out.WriteString("+ " + l + "\n")
+		}
+	}
+	for _, l := range strings.Split(b, "\n") {
+		if !ia[l] {
+			out.WriteString("- " + l + "\n")
+		}
+	}
+	return out.String()
 }
 
 func policyRules(t *testing.T, role *unstructured.Unstructured) []rbacv1.PolicyRule {

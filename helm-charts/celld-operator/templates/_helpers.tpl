@@ -1,9 +1,27 @@
-{{/* The operator is a cluster singleton: its objects are named celld-operator, not after the release. */}}
+{{/* The operator is a cluster singleton: its objects are named celld-operator, not after the
+release. nameOverride and fullnameOverride both replace that name (fullnameOverride wins); the
+chart accepts both because parent charts commonly set nameOverride on every dependency. */}}
 {{- define "celld-operator.fullname" -}}
-{{- .Values.fullnameOverride | default "celld-operator" -}}
+{{- .Values.fullnameOverride | default .Values.nameOverride | default "celld-operator" -}}
 {{- end -}}
 
+{{/* The ServiceAccount the operator runs as and every binding names: the chart's own, or an
+existing one (serviceAccount.create=false). Never "default": the operator's rights would go to
+every Pod of the namespace that uses it. */}}
+{{- define "celld-operator.serviceAccountName" -}}
+{{- .Values.serviceAccount.name | default (include "celld-operator.fullname" .) -}}
+{{- end -}}
+
+{{/* Labels of every object: commonLabels, then the chart's own (values.schema.json refuses
+commonLabels and podLabels that would redefine one of these). */}}
 {{- define "celld-operator.labels" -}}
+{{- with .Values.commonLabels }}
+{{- toYaml . }}
+{{ end -}}
+{{ include "celld-operator.chartLabels" . }}
+{{- end -}}
+
+{{- define "celld-operator.chartLabels" -}}
 app.kubernetes.io/name: celld-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
