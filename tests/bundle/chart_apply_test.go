@@ -1,0 +1,252 @@
+package bundle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+)
+
+// TestChartRendersCreateOnARealAPIServer creates every object of every install case, one
+// create each as helm install does (a server-side dry-run would skip admission of objects whose
+// kind a CRD of the same render introduces), on a real kube-apiserver, in the case's own
+// release namespace. The fleet namespaces are created first, as the README requires.
+func TestChartRendersCreateOnARealAPIServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := chartServer.Client(t)
+	installMonitoringCRDs(ctx, t, c)
+	for i, cc := range chartCases() {
+		t.Run(cc.name, func(t *testing.T) {
+			ns := fmt.Sprintf("chart-case-%d", i)
+			for _, n := range append([]string{ns}, cc.fleetNamespaces...) {
+				createNamespace(ctx, t, c, n)
+			}
+			chrt, err := loader.Load(cc.dir(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := renderChart(t, chrt, cc.values, ns)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			createAll(ctx, t, c, objs)
+			if cc.name == "defaults" {
+				checkUserRolesOnTheServer(ctx, t, c, ns)
+			}
+		})
+	}
+}
+
+// TestChartFleetNamespacesMustExist: the chart creates no Namespace, so a fleet namespace that
+// does not exist fails the install (what the README and docs/install.md tell the user).
+func TestChartFleetNamespacesMustExist(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := chartServer.Client(t)
+	objs := mustRender(t, map[string]any{"fleetNamespaces": []any{"chart-fleets-missing"}})
+	if n := len(kinds(objs, "Namespace")); n != 0 {
+		t.Fatalf("the chart renders %d Namespaces; the README says fleet namespaces must exist beforehand", n)
+	}
+	role := one(t, objs, "Role", "celld-operator-fleet")
+	err := c.Create(ctx, role.DeepCopy())
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("creating the fleet Role in a namespace that does not exist returned %v, want NotFound", err)
+	}
+}
+
+// createAll creates objs in Helm's order (CRDs first, established before anything else) and,
+// when the test ends, deletes the cluster-scoped ones so the next case can create them again.
+// Namespaced objects stay in their case's namespace.
+func createAll(ctx context.Context, t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	crds, rest := []*unstructured.Unstructured{}, []*unstructured.Unstructured{}
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	var created []*unstructured.Unstructured
+	t.Cleanup(func() { deleteClusterScoped(t, c, created) })
+	for _, o := range crds {
+		if err := c.Create(ctx, o.DeepCopy()); err != nil {
+			t.Fatalf("create CRD %s: %v", o.GetName(), err)
+		}
+		created = append(created, o)
+		waitEstablished(ctx, t, c, o.GetName())
+	}
+	for _, o := range rest {
+		if err := c.Create(ctx, o.DeepCopy()); err != nil {
+			t.Errorf("create %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			continue
+		}
+		created = append(created, o)
+	}
+}
+
+func deleteClusterScoped(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, o := range objs {
+		if o.GetNamespace() != "" {
+			continue
+		}
+		if err := c.Delete(ctx, o.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		// A CRD is gone only once the API server has removed its objects and its endpoint.
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKey{Name: o.GetName()}, &apiextensionsv1.CustomResourceDefinition{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		})
+		if err != nil {
+			t.Errorf("CRD %s is not deleted: %v", o.GetName(), err)
+		}
+	}
+}
+
+func waitEstablished(ctx context.Context, t *testing.T, c client.Client, name string) {
+	t.Helper()
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(crd.Status.Conditions, func(cond apiextensionsv1.CustomResourceDefinitionCondition) bool {
+			return cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue
+		}), nil
+	})
+	if err != nil {
+		t.Fatalf("CRD %s is not established: %v", name, err)
+	}
+}
+
+func createNamespace(ctx context.Context, t *testing.T, c client.Client, name string) {
+	t.Helper()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+}
+
+// installMonitoringCRDs stands in for the Prometheus Operator's CRDs (kinds and groups only,
+// any content), which the metrics case's ServiceMonitor and PrometheusRule need.
+func installMonitoringCRDs(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		plural := map[string]string{"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}[kind]
+		open := true
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: plural + ".monitoring.coreos.com"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "monitoring.coreos.com",
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural},
+				Scope: apiextensionsv1.NamespaceScoped,
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object", XPreserveUnknownFields: &open}}}},
+			},
+		}
+		if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("create the %s stand-in CRD: %v", kind, err)
+		}
+		waitEstablished(ctx, t, c, crd.Name)
+	}
+}
+
+// checkUserRolesOnTheServer binds the chart's view and edit ClusterRoles to two users in ns (as
+// the aggregated view and edit roles would) and asks the API server's authorizer what each may
+// do: the rules must name the real resources and subresources, not just look right.
+func checkUserRolesOnTheServer(ctx context.Context, t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	bind := func(user string, roles ...string) {
+		for _, role := range roles {
+			rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user + "-" + role, Namespace: ns},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+			if err := c.Create(ctx, rb); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	bind("viewer", "celld-operator-view")
+	bind("editor", "celld-operator-view", "celld-operator-edit")
+	// Reservations are cluster-scoped: only a ClusterRoleBinding (cluster-wide view) reads them.
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "chart-cluster-viewer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "celld-operator-view"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "cluster-viewer"}}}
+	if err := c.Create(ctx, crb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), crb) })
+	type query struct {
+		user, verb, resource, subresource string
+		want                              bool
+	}
+	allowed := func(q query) (bool, error) {
+		attrs := &authorizationv1.ResourceAttributes{Namespace: ns, Verb: q.verb, Group: "celld.eric.dev", Resource: q.resource, Subresource: q.subresource}
+		if q.resource == "celldstoragereservations" && q.user != "editor" {
+			// A read of a cluster-scoped object carries no namespace. The editor's refusals are
+			// asked in the namespace, where a RoleBinding would grant any listed resource, so
+			// they prove the edit role does not list reservations at all.
+			attrs.Namespace = ""
+		}
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: q.user, ResourceAttributes: attrs}}
+		err := c.Create(ctx, sar)
+		return sar.Status.Allowed, err
+	}
+	// Grants first: the authorizer reads bindings from an informer, so each is polled until it
+	// is seen. Once every binding is seen, the refusals are asked once each (polling a refusal
+	// would pass before the binding that wrongly grants it arrived).
+	queries := []query{
+		{"viewer", "list", "celldfleets", "", true},
+		{"viewer", "get", "celldfleets", "status", true},
+		{"cluster-viewer", "list", "celldstoragereservations", "", true},
+		{"cluster-viewer", "get", "celldfleets", "", true},
+		{"editor", "watch", "celldfleets", "", true},
+		{"editor", "create", "celldfleets", "", true},
+		{"editor", "delete", "celldfleets", "", true},
+		{"editor", "patch", "celldfleets", "scale", true},
+		{"viewer", "get", "celldstoragereservations", "", false},
+		{"cluster-viewer", "delete", "celldstoragereservations", "", false},
+		{"viewer", "create", "celldfleets", "", false},
+		{"viewer", "update", "celldfleets", "scale", false},
+		{"editor", "patch", "celldfleets", "status", false},
+		{"editor", "update", "celldfleets", "finalizers", false},
+		{"editor", "create", "celldstoragereservations", "", false},
+		{"editor", "update", "celldstoragereservations", "", false},
+		{"editor", "delete", "celldstoragereservations", "", false},
+	}
+	for _, q := range queries {
+		var got bool
+		var err error
+		if q.want {
+			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				got, err = allowed(q)
+				return got, err
+			})
+		} else {
+			got, err = allowed(q)
+		}
+		if err != nil || got != q.want {
+			t.Errorf("%s may %s %s/%s: %v (%v), want %v", q.user, q.verb, q.resource, q.subresource, got, err, q.want)
+		}
+	}
+}

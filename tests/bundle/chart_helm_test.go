@@ -1,0 +1,103 @@
+package bundle
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+const fleetCRD = "celldfleets.celld.eric.dev"
+
+// TestChartHelmUpgradesCRDsAndUninstallKeepsThem drives the helm CLI against a real API
+// server: install creates the CRDs as release objects, an upgrade to a chart whose CelldFleet
+// CRD changed changes it in the cluster, uninstall removes the operator but keeps the CRDs
+// (and so every fleet), a new install adopts the kept CRDs, and with crds.keep=false uninstall
+// deletes them.
+func TestChartHelmUpgradesCRDsAndUninstallKeepsThem(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := chartServer.Client(t)
+	kubeconfig := chartKubeconfig(t)
+	const ns, release = "chart-helm", "celld-operator"
+	helm := func(args ...string) {
+		t.Helper()
+		if out, err := runHelm(t, kubeconfig, append(args, "-n", ns)...); err != nil {
+			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = runHelm(t, kubeconfig, "uninstall", release, "-n", ns)
+		var crds []*unstructured.Unstructured
+		for _, name := range []string{fleetCRD, "celldstoragereservations.celld.eric.dev"} {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion("apiextensions.k8s.io/v1")
+			u.SetKind("CustomResourceDefinition")
+			u.SetName(name)
+			crds = append(crds, u)
+		}
+		deleteClusterScoped(t, c, crds)
+	})
+
+	helm("install", release, repo(t, chartDir), "--create-namespace")
+	crd := getCRD(ctx, t, c, fleetCRD)
+	if crd.Annotations["helm.sh/resource-policy"] != "keep" || crd.Annotations["meta.helm.sh/release-name"] != release {
+		t.Fatalf("after helm install the CRD's annotations are %v: want it owned by the release and kept", crd.Annotations)
+	}
+
+	next := filepath.Join(t.TempDir(), "celld-operator")
+	if err := os.CopyFS(next, os.DirFS(repo(t, chartDir))); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(next, "files", "crds", "celld.eric.dev_celldfleets.yaml")
+	old := "    shortNames:\n    - cf\n"
+	text := string(read(t, file))
+	if !strings.Contains(text, old) {
+		t.Fatalf("%s no longer lists the short name cf; change this test's CRD edit", file)
+	}
+	if err := os.WriteFile(file, []byte(strings.Replace(text, old, old+"    - cfnext\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	helm("upgrade", release, next)
+	if names := getCRD(ctx, t, c, fleetCRD).Spec.Names.ShortNames; !slices.Contains(names, "cfnext") {
+		t.Errorf("helm upgrade left the CelldFleet CRD as it was (short names %v): CRD changes would never reach the cluster", names)
+	}
+
+	helm("uninstall", release)
+	getCRD(ctx, t, c, fleetCRD)
+	err := c.Get(ctx, client.ObjectKey{Name: release}, &rbacv1.ClusterRole{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("after helm uninstall the operator's ClusterRole is still there (%v): the uninstall did not run", err)
+	}
+
+	helm("install", release, repo(t, chartDir))
+	helm("upgrade", release, repo(t, chartDir), "--set", "crds.keep=false")
+	helm("uninstall", release)
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKey{Name: fleetCRD}, &apiextensionsv1.CustomResourceDefinition{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	if err != nil {
+		t.Errorf("with crds.keep=false helm uninstall did not delete the CRD: %v", err)
+	}
+}
+
+// getCRD reads a CRD that must exist.
+func getCRD(ctx context.Context, t *testing.T, c client.Client, name string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+		t.Fatalf("CRD %s: %v", name, err)
+	}
+	return &crd
+}
