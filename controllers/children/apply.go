@@ -3,7 +3,6 @@ package children
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -12,17 +11,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/drift"
 )
 
 // Applier writes rendered children with server-side apply under FieldOwner, refuses objects the
-// fleet does not own, prunes what the chart no longer renders and orders routing changes. It
-// holds no state: everything it decides comes from the fleet, the rendered objects and the
-// live objects.
-type Applier struct{}
+// fleet does not own, prunes what the chart no longer renders and orders routing changes.
+// Everything it decides comes from the fleet, the rendered objects and the live objects; the
+// only state it keeps is which live contents it has already verified as the rendering, so a
+// settled fleet costs no request. Use one Applier for the life of the operator.
+type Applier struct {
+	drift drift.Detector
+}
 
 // Result is what one Apply did.
 type Result struct {
@@ -76,7 +79,7 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 		lives[i] = live
 	}
 	for i, o := range core {
-		if err := a.apply(ctx, c, o, lives[i], &res); err != nil {
+		if err := a.apply(ctx, c, f, o, lives[i], &res); err != nil {
 			return res, err
 		}
 	}
@@ -117,33 +120,48 @@ func isKind(gvk schema.GroupVersionKind) func(*unstructured.Unstructured) bool {
 	return func(u *unstructured.Unstructured) bool { return u.GroupVersionKind() == gvk }
 }
 
-// apply server-side applies one owned child unless the live object already carries the desired
-// hash and every desired field: the hash catches changes of the desired object (including
-// removed fields), the field check catches hand edits, and together they make a settled fleet
-// cost zero writes.
-func (a *Applier) apply(ctx context.Context, c client.Client, want, live *unstructured.Unstructured, res *Result) error {
-	if live != nil && live.GetAnnotations()[v1.AnnotationSpecHash] == want.GetAnnotations()[v1.AnnotationSpecHash] && covers(live, want) {
+// apply converges one owned child on its rendering. A missing child is created by server-side
+// apply under FieldOwner. A live child is compared by content with what the API server would
+// store for the rendering (drift.Detector), so a hand edit of any field the operator renders is
+// seen whatever its shape (a key added inside a list item, an extra port range) and a value the
+// server defaults is not; a drifted child is replaced by an update carrying the read's
+// resourceVersion, which also removes fields other managers added. An unchanged child costs no
+// request once verified, so a settled fleet performs no write.
+func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, want, live *unstructured.Unstructured, res *Result) error {
+	kind := want.GetKind()
+	if live == nil {
+		obj := want.DeepCopy() // Apply writes the response into its argument
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("create %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
+		}
+		log.FromContext(ctx).Info("created child", "fleet", f.Name, "object", kind+"/"+want.GetName(), "why", "the chart renders it and it did not exist")
+		a.drift.Written(owner(f), drift.Merge(obj, want, staleAnnotations(want, obj)...), obj)
+		res.Applied = append(res.Applied, kind+"/"+want.GetName())
+		return nil
+	}
+	merged := drift.Merge(live, want, staleAnnotations(want, live)...)
+	paths, err := a.drift.Check(ctx, c, owner(f), live, merged, client.FieldOwner(FieldOwner))
+	if err != nil {
+		return fmt.Errorf("compare %s %s/%s with its rendering: %w", kind, want.GetNamespace(), want.GetName(), err)
+	}
+	if len(paths) == 0 {
 		res.Unchanged++
 		return nil
 	}
-	obj := want.DeepCopy() // Apply writes the response into its argument
-	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply %s %s/%s: %w", want.GetKind(), want.GetNamespace(), want.GetName(), err)
+	obj := merged.DeepCopy()
+	if err := c.Update(ctx, obj, client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("restore %s %s/%s to its rendering: %w", kind, want.GetNamespace(), want.GetName(), err)
 	}
-	res.Applied = append(res.Applied, want.GetKind()+"/"+want.GetName())
-	if live != nil {
-		if err := pruneAnnotations(ctx, c, want, live, res); err != nil {
-			return err
-		}
-	}
+	log.FromContext(ctx).Info("restored child to its rendering", "fleet", f.Name, "object", kind+"/"+want.GetName(),
+		"why", "its content differs from the rendering (a spec change or a hand edit)", "paths", paths)
+	a.drift.Written(owner(f), merged, obj)
+	res.Applied = append(res.Applied, kind+"/"+want.GetName())
 	return nil
 }
 
-// pruneAnnotations removes managed route annotations that left the spec but survived the apply.
-// Server-side apply already drops a key only this field owner set; a key another manager also
-// set (an older operator's Update, a controller echoing it) would otherwise stay for ever.
-// Keys never listed in routing-annotation-keys belong to someone else and are kept.
-func pruneAnnotations(ctx context.Context, c client.Client, want, live *unstructured.Unstructured, res *Result) error {
+// staleAnnotations are the managed route annotations live carries that the rendering no longer
+// lists. Keys never listed in routing-annotation-keys belong to someone else and are kept.
+func staleAnnotations(want, live *unstructured.Unstructured) []string {
 	before := live.GetAnnotations()[v1.AnnotationRoutingAnnotationKeys]
 	if before == "" {
 		return nil
@@ -155,29 +173,14 @@ func pruneAnnotations(ctx context.Context, c client.Client, want, live *unstruct
 			stale = append(stale, k)
 		}
 	}
-	if len(stale) == 0 {
-		return nil
-	}
-	now, err := getLive(ctx, c, want.GroupVersionKind(), want.GetNamespace(), want.GetName())
-	if err != nil || now == nil {
-		return err
-	}
-	remove := map[string]any{}
-	for _, k := range stale {
-		if _, ok := now.GetAnnotations()[k]; ok {
-			remove[k] = nil
-		}
-	}
-	if len(remove) == 0 {
-		return nil
-	}
-	patch := map[string]any{"metadata": map[string]any{"annotations": remove, "resourceVersion": now.GetResourceVersion()}}
-	if err := c.Patch(ctx, now, client.RawPatch(types.MergePatchType, mustJSON(patch)), client.FieldOwner(FieldOwner)); err != nil {
-		return fmt.Errorf("prune annotations of %s %s/%s: %w", want.GetKind(), want.GetNamespace(), want.GetName(), err)
-	}
-	res.Applied = append(res.Applied, want.GetKind()+"/"+want.GetName()+" (annotations)")
-	return nil
+	return stale
 }
+
+// owner groups a fleet's remembered drift verdicts, so Forget drops them with the fleet.
+func owner(f *v1.CelldFleet) string { return f.Namespace + "/" + f.Name }
+
+// Forget drops what the applier remembers of the fleet namespace/name (a fleet that is gone).
+func (a *Applier) Forget(namespace, name string) { a.drift.Forget(namespace + "/" + name) }
 
 // prune deletes owned children of chart kinds that the chart no longer renders.
 func (a *Applier) prune(ctx context.Context, c client.Client, f *v1.CelldFleet, core []*unstructured.Unstructured, res *Result) error {
@@ -229,85 +232,4 @@ func deleteExact(ctx context.Context, c client.Client, obj client.Object, res *R
 		return nil
 	}
 	return fmt.Errorf("delete %s %s/%s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), err)
-}
-
-// covers reports whether live holds every field of want. Metadata is compared only where the
-// operator sets it (its labels, annotations and controller reference), so labels or owners that
-// others add do not force a write; lists must match in length so an extra rule is drift.
-func covers(live, want *unstructured.Unstructured) bool {
-	if !subsetStrings(live.GetLabels(), want.GetLabels()) || !subsetStrings(live.GetAnnotations(), want.GetAnnotations()) {
-		return false
-	}
-	for _, w := range want.GetOwnerReferences() {
-		if !slices.ContainsFunc(live.GetOwnerReferences(), func(l metav1.OwnerReference) bool { return reflect.DeepEqual(l, w) }) {
-			return false
-		}
-	}
-	for k, w := range want.Object {
-		if k == "metadata" || k == "apiVersion" || k == "kind" {
-			continue
-		}
-		if !coversValue(live.Object[k], w) {
-			return false
-		}
-	}
-	return true
-}
-
-func coversValue(live, want any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		l, ok := live.(map[string]any)
-		if !ok {
-			return len(w) == 0 && live == nil
-		}
-		for k, wv := range w {
-			lv, ok := l[k]
-			if !ok {
-				if isZero(wv) {
-					continue // the server drops empty values it was sent
-				}
-				return false
-			}
-			if !coversValue(lv, wv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		l, ok := live.([]any)
-		if !ok || len(l) != len(w) {
-			return len(w) == 0 && live == nil
-		}
-		for i := range w {
-			if !coversValue(l[i], w[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(live, want)
-}
-
-func isZero(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return true
-	case string:
-		return x == ""
-	case map[string]any:
-		return len(x) == 0
-	case []any:
-		return len(x) == 0
-	}
-	return false
-}
-
-func subsetStrings(live, want map[string]string) bool {
-	for k, v := range want {
-		if lv, ok := live[k]; !ok || lv != v {
-			return false
-		}
-	}
-	return true
 }

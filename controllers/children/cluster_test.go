@@ -59,7 +59,8 @@ func fleetIn(t testing.TB, sample, ns string) *v1.CelldFleet {
 // countingClient counts every write, so a test can assert that a settled fleet costs none.
 type countingClient struct {
 	client.Client
-	writes atomic.Int64
+	writes  atomic.Int64
+	dryRuns atomic.Int64
 }
 
 func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
@@ -68,6 +69,12 @@ func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...
 }
 
 func (c *countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	uo := &client.UpdateOptions{}
+	uo.ApplyOptions(opts)
+	if len(uo.DryRun) > 0 {
+		c.dryRuns.Add(1) // persists nothing: a comparison, not a write
+		return c.Client.Update(ctx, obj, opts...)
+	}
 	c.writes.Add(1)
 	return c.Client.Update(ctx, obj, opts...)
 }

@@ -89,10 +89,10 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 		}
 		return nil
 	}
-	if err := a.apply(ctx, c, policy, livePolicy, res); err != nil {
+	if err := a.apply(ctx, c, f, policy, livePolicy, res); err != nil {
 		return err
 	}
-	return a.apply(ctx, c, route, liveRoute, res)
+	return a.apply(ctx, c, f, route, liveRoute, res)
 }
 
 // RoutingStatus computes RoutingReady from the live route; use it when Apply left
@@ -221,12 +221,4 @@ func deref(p *string, def string) string {
 
 func routingCondition(f *v1.CelldFleet, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: v1.ConditionRoutingReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: f.Generation}
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only maps of strings and nils are encoded here
-	}
-	return b
 }

@@ -1,22 +1,15 @@
 package fleet
 
 import (
-	"bytes"
-	"time"
-
-	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 )
 
-// facts turns the pass's observations into the pure planner's input. desired is the
-// StatefulSet the operator renders now (its spec-hash annotation tells whether the live
-// template is the operator's).
-func (r *Reconciler) facts(s *scope, desired *appsv1.StatefulSet) lifecycle.Facts {
+// facts turns the pass's observations into the pure planner's input. matches says the live
+// StatefulSet's spec, other than replicas, is the operator's current rendering (its content
+// compared with what the API server stores for the rendering).
+func (r *Reconciler) facts(s *scope, matches bool) lifecycle.Facts {
 	f := s.fleet
-	matches := s.sts != nil && !r.drifted(s.sts, desired.Annotations[v1.AnnotationSpecHash])
 	lf := lifecycle.Facts{
 		Now:               s.now,
 		ReplacementDelay:  r.Options.MemberReplacementDelay,
@@ -39,35 +32,6 @@ func (r *Reconciler) facts(s *scope, desired *appsv1.StatefulSet) lifecycle.Fact
 		lf.AddClaim(&s.namedClaims[i], f.UID)
 	}
 	return lf
-}
-
-// drifted reports whether the live workload is not the operator's current rendering: it
-// carries another spec hash, or someone else wrote its spec after the operator's last apply
-// (a hand edit rolls at once; the operator restores its template on the next reconcile).
-func (r *Reconciler) drifted(live metav1.Object, hash string) bool {
-	if live.GetAnnotations()[v1.AnnotationSpecHash] != hash {
-		return true
-	}
-	var ours time.Time
-	for _, m := range live.GetManagedFields() {
-		if m.Manager == FieldOwner && m.Subresource == "" && m.Time != nil && m.Time.After(ours) {
-			ours = m.Time.Time
-		}
-	}
-	for _, m := range live.GetManagedFields() {
-		if m.Manager == FieldOwner || m.Subresource != "" || m.Time == nil || m.FieldsV1 == nil {
-			continue
-		}
-		if m.Time.After(ours) && touchesSpec(m.FieldsV1.Raw) {
-			return true
-		}
-	}
-	return false
-}
-
-// touchesSpec reports whether a managed-fields entry owns anything under spec.
-func touchesSpec(fieldsV1 []byte) bool {
-	return bytes.Contains(fieldsV1, []byte(`"f:spec"`))
 }
 
 // replicasOf is spec.replicas with the API's default of 1 for an unset field.

@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/workload"
 )
@@ -44,6 +45,9 @@ type Reconciler struct {
 	// AfterReplacementPodDelete, a test hook, runs after a replacement deleted its victim Pod
 	// and before it commits and deletes the claim: crash tests stop the operator there.
 	AfterReplacementPodDelete func(namespace, pod string)
+	// Drift remembers which live workload contents were verified as the rendering; nil
+	// remembers nothing, so every pass asks the API server.
+	Drift *drift.Detector
 }
 
 // phase is one step of a reconcile. It records what it decided on the scope and says whether
@@ -56,6 +60,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, f); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
+			r.Drift.Forget(req.Namespace + "/" + req.Name)
+			if r.Applier != nil {
+				r.Applier.Forget(req.Namespace, req.Name)
+			}
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err

@@ -24,6 +24,7 @@ import (
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/tests/apiserver"
 )
 
@@ -58,13 +59,17 @@ type writeCounter struct {
 	count *atomic.Int64
 }
 
-// reads counts every GET of every reconciler in the package, for the read-cost report.
-var reads atomic.Int64
+// reads counts every GET of every reconciler in the package, and dryRuns every dry-run
+// request, for the read-cost report.
+var reads, dryRuns atomic.Int64
 
 func (w writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet {
+	switch {
+	case req.URL.Query().Has("dryRun"):
+		dryRuns.Add(1) // a dry-run update compares content and persists nothing
+	case req.Method != http.MethodGet:
 		w.count.Add(1)
-	} else {
+	default:
 		reads.Add(1)
 	}
 	return w.next.RoundTrip(req)
@@ -88,7 +93,7 @@ func newReconciler(t *testing.T, o Options, writes *atomic.Int64) (*Reconciler, 
 		t.Fatal(err)
 	}
 	return &Reconciler{
-		Client: c, Direct: c, Options: o, Children: renderer, Applier: &children.Applier{},
+		Client: c, Direct: c, Options: o, Children: renderer, Applier: &children.Applier{}, Drift: &drift.Detector{},
 		APIs: func(context.Context) (bool, bool, error) { return false, false, nil },
 	}, admin
 }
@@ -275,11 +280,14 @@ func TestASettledReconcileWritesNothing(t *testing.T) {
 		t.Fatal("the first passes must have created the fleet's objects")
 	}
 	writes.Store(0)
-	readsBefore := reads.Load()
+	readsBefore, dryRunsBefore := reads.Load(), dryRuns.Load()
 	reconcile(t, r, f)
 	reconcile(t, r, f)
 	if n := writes.Load(); n != 0 {
 		t.Fatalf("a settled fleet's reconcile sent %d writes, want 0", n)
+	}
+	if n := dryRuns.Load() - dryRunsBefore; n != 0 {
+		t.Fatalf("a settled fleet's reconcile sent %d dry-run comparisons, want 0: verified contents are remembered", n)
 	}
 	t.Logf("a settled reconcile reads %d objects or lists from the API server", (reads.Load()-readsBefore)/2)
 }

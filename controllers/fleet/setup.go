@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/controllers/drift"
 )
 
 // Setup registers the CelldFleet controller with a manager. watches maps the CelldFleet GVK
@@ -64,6 +65,7 @@ func New(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, er
 		Options:  o,
 		Children: renderer,
 		Applier:  &children.Applier{},
+		Drift:    &drift.Detector{},
 		APIs:     cachedAPIs(dc, 30*time.Second),
 		metrics:  defaultMetrics(),
 	}, nil

@@ -6,8 +6,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/workload"
 )
@@ -35,10 +37,19 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	o := r.workloadOptions(s)
 	desired := workload.StatefulSet(f, o, f.DesiredReplicas())
-	facts := r.facts(s, desired)
 	if s.sts != nil && !r.ownedWorkload(s, s.sts) {
 		return true, nil
 	}
+	var want *appsv1.StatefulSet
+	var drifted []string
+	if s.sts != nil {
+		want = statefulSetUpdate(s.sts, desired)
+		var err error
+		if drifted, err = r.Drift.Check(ctx, r.Direct, owner(f), s.sts, want, client.FieldOwner(FieldOwner)); err != nil {
+			return true, fmt.Errorf("compare StatefulSet %s/%s with its rendering: %w", f.Namespace, f.Name, err)
+		}
+	}
+	facts := r.facts(s, s.sts != nil && len(drifted) == 0)
 	step := lifecycle.Plan(facts, f.DesiredReplicas())
 	next, reason := step.Replicas, step.Reason
 	if reason != "" {
@@ -56,7 +67,8 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 		s.verdict(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
 		return true, nil
 	}
-	if err := r.converge(ctx, s.sts, desired, facts.Workload.TemplateMatches && facts.Workload.Replicas == next); err != nil {
+	want.Spec.Replicas = new(next)
+	if err := r.converge(ctx, s, s.sts, want, replicasOf(s.sts.Spec.Replicas), next, drifted); err != nil {
 		return true, err
 	}
 	if reason == "" {
@@ -80,8 +92,13 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 		return true, nil
 	}
 	d := s.deploy
+	want := deploymentUpdate(d, desired)
+	drifted, err := r.Drift.Check(ctx, r.Direct, owner(f), d, want, client.FieldOwner(FieldOwner))
+	if err != nil {
+		return true, fmt.Errorf("compare Deployment %s/%s with its rendering: %w", f.Namespace, f.Name, err)
+	}
 	applied, target := replicasOf(d.Spec.Replicas), f.DesiredReplicas()
-	matches := !r.drifted(d, desired.Annotations[v1.AnnotationSpecHash])
+	matches := len(drifted) == 0
 	rolledOut := matches && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == applied &&
 		d.Status.ReadyReplicas == applied && d.Status.Replicas == applied
 	next := target
@@ -93,8 +110,8 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 	case target < applied:
 		next = applied - 1
 	}
-	desired.Spec.Replicas = new(next)
-	if err := r.converge(ctx, d, desired, matches && applied == next); err != nil {
+	want.Spec.Replicas = new(next)
+	if err := r.converge(ctx, s, d, want, applied, next, drifted); err != nil {
 		return true, err
 	}
 	if s.reason == "" {
@@ -137,34 +154,57 @@ func kindOf(obj client.Object) string {
 	return fmt.Sprintf("%T", obj)
 }
 
-// converge writes the operator-owned spec (replicas, template, strategy, claim retention)
-// onto the live workload unless current says it already is the operator's rendering at the
-// desired replica count (the caller's drift check): a settled fleet performs no write. It is an
-// Update carrying the read's resourceVersion, not a server-side apply, because a hand edit that
-// added fields must be undone too, and an apply leaves other managers' fields in place.
-func (r *Reconciler) converge(ctx context.Context, live, desired client.Object, current bool) error {
-	if current {
+// converge writes want, the operator's rendering merged onto the live workload, unless the live
+// spec already is the rendering (drifted is empty: the content check found no difference
+// other than replicas) at the replica count next. It is an Update carrying the read's
+// resourceVersion, not a server-side apply, because a hand edit that added fields must be
+// undone too, and an apply leaves other managers' fields in place. A settled fleet performs no
+// write.
+func (r *Reconciler) converge(ctx context.Context, s *scope, live, want client.Object, applied, next int32, drifted []string) error {
+	if len(drifted) == 0 && applied == next {
 		return nil
 	}
-	hash := desired.GetAnnotations()[v1.AnnotationSpecHash]
-	switch l := live.(type) {
-	case *appsv1.StatefulSet:
-		d := desired.(*appsv1.StatefulSet)
-		l.Spec.Replicas, l.Spec.Template, l.Spec.UpdateStrategy = d.Spec.Replicas, d.Spec.Template, d.Spec.UpdateStrategy
-		l.Spec.PersistentVolumeClaimRetentionPolicy = d.Spec.PersistentVolumeClaimRetentionPolicy
-		l.Spec.PodManagementPolicy = d.Spec.PodManagementPolicy
-	case *appsv1.Deployment:
-		d := desired.(*appsv1.Deployment)
-		l.Spec.Replicas, l.Spec.Template, l.Spec.Strategy = d.Spec.Replicas, d.Spec.Template, d.Spec.Strategy
+	obj := want.DeepCopyObject().(client.Object)
+	if err := r.Direct.Update(ctx, obj, client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("update %s %s/%s: %w", kindOf(live), live.GetNamespace(), live.GetName(), err)
 	}
-	ann := live.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
+	why := fmt.Sprintf("replicas %d to %d", applied, next)
+	if len(drifted) > 0 {
+		why = "the live spec differs from the rendering (a spec change or a hand edit); " + why
 	}
-	ann[v1.AnnotationSpecHash] = hash
-	live.SetAnnotations(ann)
-	return r.Direct.Update(ctx, live, client.FieldOwner(FieldOwner))
+	log.FromContext(ctx).Info("updated workload", "fleet", s.fleet.Name, "object", kindOf(live)+"/"+live.GetName(), "why", why, "paths", drifted)
+	r.Drift.Written(owner(s.fleet), want, obj)
+	return nil
 }
+
+// statefulSetUpdate is the rendering desired merged onto live for an update: the operator's
+// spec, except the fields the API server never lets change (selector, serviceName, claim
+// templates, pod management), which stay as created, and the live replica count (the caller
+// sets the next one). Labels and annotations others set are kept.
+func statefulSetUpdate(live, desired *appsv1.StatefulSet) *appsv1.StatefulSet {
+	want := desired.DeepCopy()
+	drift.MergeMetadata(want, live)
+	want.Spec.Selector = live.Spec.Selector
+	want.Spec.ServiceName = live.Spec.ServiceName
+	want.Spec.VolumeClaimTemplates = live.Spec.VolumeClaimTemplates
+	want.Spec.PodManagementPolicy = live.Spec.PodManagementPolicy
+	want.Spec.Replicas = live.Spec.Replicas
+	want.Status = live.Status
+	return want
+}
+
+// deploymentUpdate is statefulSetUpdate for a Deployment, whose selector alone is immutable.
+func deploymentUpdate(live, desired *appsv1.Deployment) *appsv1.Deployment {
+	want := desired.DeepCopy()
+	drift.MergeMetadata(want, live)
+	want.Spec.Selector = live.Spec.Selector
+	want.Spec.Replicas = live.Spec.Replicas
+	want.Status = live.Status
+	return want
+}
+
+// owner groups a fleet's remembered drift verdicts, so they are forgotten with the fleet.
+func owner(f *v1.CelldFleet) string { return f.Namespace + "/" + f.Name }
 
 // create creates a workload by server-side apply, so the operator's field manager owns it
 // from the first write.

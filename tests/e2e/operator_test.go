@@ -197,7 +197,9 @@ type writeJournal struct {
 func (w writeJournal) RoundTrip(req *http.Request) (*http.Response, error) {
 	paused := w.lifecycleWrite(req) && w.anyPaused(req)
 	resp, err := w.next.RoundTrip(req)
-	if req.Method != http.MethodGet && err == nil && resp.StatusCode < 300 && !strings.Contains(req.URL.Path, "/leases/") {
+	// A dry-run request (the drift comparison) persists nothing and is not a write.
+	write := req.Method != http.MethodGet && !req.URL.Query().Has("dryRun")
+	if write && err == nil && resp.StatusCode < 300 && !strings.Contains(req.URL.Path, "/leases/") {
 		rec := writeRecord{Method: req.Method, Path: req.URL.Path, Manager: req.URL.Query().Get("fieldManager"), At: time.Now(), Paused: paused}
 		line, _ := json.Marshal(rec)
 		journalMu.Lock()
