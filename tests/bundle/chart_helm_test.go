@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -89,6 +90,49 @@ func TestChartHelmUpgradesCRDsAndUninstallKeepsThem(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("with crds.keep=false helm uninstall did not delete the CRD: %v", err)
+	}
+}
+
+// TestChartHelmAdoptsCRDsOfAnOlderInstall follows docs/install.md for a cluster whose CRDs came
+// from the chart's former crds/ directory (no Helm ownership): the release refuses them until
+// they carry the release's ownership label and annotations, then takes them over.
+func TestChartHelmAdoptsCRDsOfAnOlderInstall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := chartServer.Client(t)
+	kubeconfig := chartKubeconfig(t)
+	const ns, release = "chart-adopt", "celld-operator"
+	var crds []*unstructured.Unstructured
+	for _, path := range []string{"celld.eric.dev_celldfleets.yaml", "celld.eric.dev_celldstoragereservations.yaml"} {
+		crds = append(crds, objects(t, repo(t, "config", "crd", "bases", path))...)
+	}
+	t.Cleanup(func() {
+		_, _ = runHelm(t, kubeconfig, "uninstall", release, "-n", ns)
+		deleteClusterScoped(t, c, crds)
+	})
+	for _, crd := range crds {
+		if err := c.Create(ctx, crd.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		waitEstablished(ctx, t, c, crd.GetName())
+	}
+	out, err := runHelm(t, kubeconfig, "install", release, repo(t, chartDir), "-n", ns, "--create-namespace")
+	if err == nil || !strings.Contains(out, "invalid ownership metadata") {
+		t.Fatalf("helm install over CRDs Helm does not own: %v, want the ownership error docs/install.md quotes:\n%s", err, out)
+	}
+	_, _ = runHelm(t, kubeconfig, "uninstall", release, "-n", ns) // the failed release, if recorded
+	for _, crd := range crds {
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata": {"labels": {"app.kubernetes.io/managed-by": "Helm"},
+			"annotations": {"meta.helm.sh/release-name": "`+release+`", "meta.helm.sh/release-namespace": "`+ns+`"}}}`))
+		if err := c.Patch(ctx, crd.DeepCopy(), patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := runHelm(t, kubeconfig, "install", release, repo(t, chartDir), "-n", ns, "--create-namespace"); err != nil {
+		t.Fatalf("helm install after handing the CRDs to the release: %v\n%s", err, out)
+	}
+	if got := getCRD(ctx, t, c, fleetCRD).Annotations["helm.sh/resource-policy"]; got != "keep" {
+		t.Errorf("the adopted CRD's resource policy is %q, want keep: the release did not take it over", got)
 	}
 }
 
