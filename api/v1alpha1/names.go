@@ -28,8 +28,8 @@ const (
 	AnnotationRoutingAnnotationKeys = "celld.eric.dev/routing-annotation-keys"
 	// AnnotationReplacementClaim on a victim Pod is the replacement intent (JSON).
 	AnnotationReplacementClaim = "celld.eric.dev/replacement-claim"
-	// AnnotationSpecHash on a workload is the hash of the spec the operator rendered, so an
-	// unchanged spec is not written again.
+	// AnnotationSpecHash on a workload or child is the hash of what the operator rendered, for
+	// people reading the object. Drift is judged by content, never by this annotation.
 	AnnotationSpecHash = "celld.eric.dev/spec-hash"
 
 	// FinalizerLifecycleProtection holds a fleet until its workload and claims are gone.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/tests/apiserver"
@@ -28,6 +30,7 @@ var env = apiserver.Shared{Dirs: []string{"controllers/children/testdata/crds"},
 	Schemes: []func(*runtime.Scheme) error{clientgoscheme.AddToScheme}}
 
 func TestMain(m *testing.M) {
+	log.SetLogger(logr.Discard()) // the applier logs its writes; tests read results instead
 	code := m.Run()
 	env.Stop()
 	os.Exit(code)

@@ -3,13 +3,12 @@ package children
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/drift"
@@ -71,16 +70,7 @@ var ownLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/manage
 // reads. CELLD_DRIFT_SEED replays a run; CELLD_DRIFT_EDITS sets the edits per child.
 func TestAnyHandEditOfAChildComesBackAndTheNextPassWritesNothing(t *testing.T) {
 	c := apiServer(t)
-	seed := uint64(1)
-	if s, err := strconv.ParseUint(os.Getenv("CELLD_DRIFT_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	perChild := 24
-	if n, err := strconv.Atoi(os.Getenv("CELLD_DRIFT_EDITS")); err == nil && n > 0 {
-		perChild = n
-	}
-	rng := rand.New(rand.NewPCG(seed, seed))
-	t.Logf("seed %d (CELLD_DRIFT_SEED=%d replays this run), %d edits per child", seed, seed, perChild)
+	rng, perChild := handedit.Seed(t, 24)
 
 	ns := newNamespace(t, c)
 	gateway := fleetIn(t, "routing-gateway", ns)
@@ -126,73 +116,93 @@ func TestAnyHandEditOfAChildComesBackAndTheNextPassWritesNothing(t *testing.T) {
 		}
 	}
 
-	content := func(u *unstructured.Unstructured) map[string]any {
-		m, err := drift.Content(u)
+	var tally handedit.Tally
+	for _, k := range kids {
+		objs, err := testRenderer.Render(k.fleet, k.facts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m
+		handedit.Property{
+			Name:      fmt.Sprintf("%s %s", k.gvk.Kind, k.name),
+			Read:      func() *unstructured.Unstructured { return mustExist(t, c, k.gvk, ns, k.name) },
+			Additions: additions[k.gvk],
+			OwnLabels: ownLabels,
+			Pass: func() (int64, int64) {
+				counting := &countingClient{Client: c}
+				if _, err := a.Apply(context.Background(), counting, k.fleet, objs); err != nil {
+					t.Fatalf("apply %s %s: %v", k.gvk.Kind, k.name, err)
+				}
+				return counting.writes.Load(), counting.dryRuns.Load()
+			},
+		}.Check(t, c, rng, perChild, &tally)
 	}
-	applied, refused, noop := map[string]int{}, 0, 0
-	for _, k := range kids {
-		for i := range perChild {
-			before := mustExist(t, c, k.gvk, ns, k.name)
-			rendering := content(before)
-			op := handedit.Ops[rng.IntN(len(handedit.Ops))]
-			edited := before.DeepCopy()
-			edit, ok := handedit.Random(rng, edited, op, additions[k.gvk], ownLabels)
-			if !ok {
-				continue
-			}
-			viaApply := rng.IntN(2) == 0
-			if err := handedit.Write(context.Background(), c, edited, viaApply); err != nil {
-				refused++ // the API server refused the edit: not an edit
-				continue
-			}
-			after := mustExist(t, c, k.gvk, ns, k.name)
-			if drift.Diff(rendering, content(after)) == nil {
-				noop++ // the server normalised the edit away
-				continue
-			}
-			applied[op]++
-			what := fmt.Sprintf("%s %s edit %d (%s via %s: %s)", k.gvk.Kind, k.name, i, op, handedit.Via(viaApply), edit.What)
-			objs, err := testRenderer.Render(k.fleet, k.facts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			counting := &countingClient{Client: c}
-			res, err := a.Apply(context.Background(), counting, k.fleet, objs)
-			if err != nil {
-				t.Fatalf("%s: apply: %v", what, err)
-			}
-			restored := content(mustExist(t, c, k.gvk, ns, k.name))
-			if edit.Foreign {
-				if counting.writes.Load() != 0 {
-					t.Fatalf("%s: an edit of metadata the operator does not set caused %d writes (%v)", what, counting.writes.Load(), res.Applied)
-				}
-				if drift.Diff(content(after), restored) != nil {
-					t.Fatalf("%s: the operator changed an object whose only edit was someone else's metadata: %q", what, drift.Diff(content(after), restored))
-				}
-			} else if d := drift.Diff(rendering, restored); d != nil {
-				t.Fatalf("%s: not restored to the rendering; still differs at %q (applied %v)", what, d, res.Applied)
-			}
-			again := &countingClient{Client: c}
-			if _, err := a.Apply(context.Background(), again, k.fleet, objs); err != nil {
-				t.Fatal(err)
-			}
-			if w, dr := again.writes.Load(), again.dryRuns.Load(); w != 0 || dr != 0 {
-				t.Fatalf("%s: the pass after the repair sent %d writes and %d dry-runs; a restored child must cost nothing", what, w, dr)
-			}
+	t.Log(tally)
+	for _, op := range []string{handedit.OpAdd, handedit.OpRemove, handedit.OpScalar, handedit.OpForeignLabel, handedit.OpOwnLabel} {
+		if tally.Applied[op] == 0 {
+			t.Errorf("no %s edit was applied; the run did not cover that shape (raise CELLD_DRIFT_EDITS or change the seed)", op)
 		}
 	}
-	total := 0
-	for _, n := range applied {
-		total += n
+}
+
+// TestANetworkPolicyWidenedInsideARuleIsRestored: the two widenings the hash-and-key-presence
+// check used to miss, each a key added inside an existing rule: an empty namespaceSelector
+// beside the fleet peer's podSelector (8081 from every namespace), and an endPort on a port
+// (a range up to 65535).
+func TestANetworkPolicyWidenedInsideARuleIsRestored(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := fleetIn(t, "persistent", ns)
+	a := &Applier{}
+	objs, err := testRenderer.Render(f, testFacts())
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d edits applied and repaired %v; %d refused by the API server, %d normalised away", total, applied, refused, noop)
-	for _, op := range []string{handedit.OpAdd, handedit.OpRemove, handedit.OpScalar, handedit.OpForeignLabel, handedit.OpOwnLabel} {
-		if applied[op] == 0 {
-			t.Errorf("no %s edit was applied; the run did not cover that shape (raise CELLD_DRIFT_EDITS or change the seed)", op)
+	for range 2 {
+		if _, err := a.Apply(context.Background(), c, f, objs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rendering, err := drift.Content(mustExist(t, c, gvkNetworkPolicy, ns, f.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, edit := range []struct {
+		what string
+		path []string
+		key  string
+		val  any
+	}{
+		{"namespaceSelector {} beside the fleet peer", []string{"spec", "ingress", "0", "from", "0"}, "namespaceSelector", map[string]any{}},
+		{"endPort 65535 on the peer port", []string{"spec", "ingress", "0", "ports", "0"}, "endPort", int64(65535)},
+	} {
+		np := mustExist(t, c, gvkNetworkPolicy, ns, f.Name)
+		target := np.Object
+		var cur any = target
+		for _, p := range edit.path {
+			switch x := cur.(type) {
+			case map[string]any:
+				cur = x[p]
+			case []any:
+				i, _ := strconv.Atoi(p)
+				cur = x[i]
+			}
+		}
+		cur.(map[string]any)[edit.key] = edit.val
+		if err := c.Update(context.Background(), np, client.FieldOwner("kubectl-edit")); err != nil {
+			t.Fatalf("%s: %v", edit.what, err)
+		}
+		widened, _ := drift.Content(mustExist(t, c, gvkNetworkPolicy, ns, f.Name))
+		if drift.Diff(rendering, widened) == nil {
+			t.Fatalf("%s: the edit did not change the live policy", edit.what)
+		}
+		counting := &countingClient{Client: c}
+		res, err := a.Apply(context.Background(), counting, f, objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restored, _ := drift.Content(mustExist(t, c, gvkNetworkPolicy, ns, f.Name))
+		if d := drift.Diff(rendering, restored); d != nil || counting.writes.Load() != 1 {
+			t.Fatalf("%s: after one pass (%d writes, applied %v) the policy still differs at %q", edit.what, counting.writes.Load(), res.Applied, d)
 		}
 	}
 }

@@ -51,7 +51,9 @@ func Content(obj runtime.Object) (map[string]any, error) {
 
 // Diff names the paths at which b differs from a ("+path" only in b, "-path" only in a,
 // "~path" changed), at most maxPaths of them and then a count; nil when they are equal. An
-// empty map or list and an absent one are equal: the API server drops either.
+// empty value and an absent one differ: a NetworkPolicy peer's `namespaceSelector: {}` selects
+// every namespace, and its absence only the policy's own. Compare contents that took the same
+// path (both from the API server's JSON, or both converted from typed objects).
 func Diff(a, b map[string]any) []string {
 	var out []string
 	diff("", a, b, &out)
@@ -63,7 +65,7 @@ func Diff(a, b map[string]any) []string {
 }
 
 func diff(path string, a, b any, out *[]string) {
-	if empty(a) && empty(b) {
+	if a == nil && b == nil {
 		return
 	}
 	am, aMap := a.(map[string]any)
@@ -105,9 +107,9 @@ func diff(path string, a, b any, out *[]string) {
 		return
 	}
 	switch {
-	case empty(a):
+	case a == nil:
 		*out = append(*out, "+"+path)
-	case empty(b):
+	case b == nil:
 		*out = append(*out, "-"+path)
 	case !reflect.DeepEqual(a, b):
 		*out = append(*out, "~"+path)

@@ -29,10 +29,10 @@ func TestDiffNamesEveryShapeOfHandEdit(t *testing.T) {
 		want []string
 	}{
 		{name: "nothing changed", edit: func(map[string]any) {}},
-		{name: "a key added next to the fleet peer's podSelector widens the rule", want: []string{"+spec.ingress[0].from[0].namespaceSelector"},
+		{name: "an empty namespaceSelector added next to the fleet peer's podSelector admits every namespace", want: []string{"+spec.ingress[0].from[0].namespaceSelector"},
 			edit: func(m map[string]any) {
 				peer := m["spec"].(map[string]any)["ingress"].([]any)[0].(map[string]any)["from"].([]any)[0].(map[string]any)
-				peer["namespaceSelector"] = map[string]any{"matchLabels": map[string]any{"x": "y"}}
+				peer["namespaceSelector"] = map[string]any{}
 			}},
 		{name: "an endPort on the port opens a range", want: []string{"+spec.ingress[0].ports[0].endPort"},
 			edit: func(m map[string]any) {
@@ -63,13 +63,16 @@ func TestDiffNamesEveryShapeOfHandEdit(t *testing.T) {
 	}
 }
 
-// An extra item whose fields are all empty is still an item: a list that grew is drift even
-// when the server would drop nothing inside the new item.
-func TestDiffTreatsEmptyAndAbsentAlikeButNotAnEmptyListItem(t *testing.T) {
-	a := map[string]any{"spec": map[string]any{"x": map[string]any{}}}
-	b := map[string]any{"spec": map[string]any{}}
-	if got := Diff(a, b); got != nil {
-		t.Fatalf("an empty map and an absent one must be equal, got %q", got)
+// An empty selector is not an absent one: `namespaceSelector: {}` beside a peer's podSelector
+// admits every namespace. Treating them alike hid exactly that widening.
+func TestDiffTellsAnEmptyValueFromAnAbsentOne(t *testing.T) {
+	a := map[string]any{"spec": map[string]any{}}
+	b := map[string]any{"spec": map[string]any{"namespaceSelector": map[string]any{}}}
+	if got := Diff(a, b); !reflect.DeepEqual(got, []string{"+spec.namespaceSelector"}) {
+		t.Fatalf("Diff = %q, want the added empty selector named", got)
+	}
+	if got := Diff(b, a); !reflect.DeepEqual(got, []string{"-spec.namespaceSelector"}) {
+		t.Fatalf("Diff = %q, want the removed empty selector named", got)
 	}
 	c := map[string]any{"spec": map[string]any{"l": []any{"a"}}}
 	d := map[string]any{"spec": map[string]any{"l": []any{"a", "b"}}}

@@ -3,9 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,7 +15,6 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
-	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/tests/handedit"
 )
 
@@ -48,16 +44,7 @@ func TestAnyHandEditOfTheWorkloadComesBackAndTheNextPassWritesNothing(t *testing
 	var writes atomic.Int64
 	r, admin := newReconciler(t, testOptions(), &writes)
 	ns := setup(t, admin)
-	seed := uint64(1)
-	if s, err := strconv.ParseUint(os.Getenv("CELLD_DRIFT_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	perKind := 30
-	if n, err := strconv.Atoi(os.Getenv("CELLD_DRIFT_EDITS")); err == nil && n > 0 {
-		perKind = n
-	}
-	rng := rand.New(rand.NewPCG(seed, seed+1))
-	t.Logf("seed %d (CELLD_DRIFT_SEED=%d replays this run), %d edits per workload", seed, seed, perKind)
+	rng, perKind := handedit.Seed(t, 40)
 
 	persistent := createFleet(t, admin, ns, "sts", ns+"-sts", nil)
 	bucket := corpus.Bucket()
@@ -85,55 +72,23 @@ func TestAnyHandEditOfTheWorkloadComesBackAndTheNextPassWritesNothing(t *testing
 			u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind(kindOf(obj)))
 			return u
 		}
-		content := func(u *unstructured.Unstructured) map[string]any {
-			m, err := drift.Content(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m
-		}
-		applied, refused, noop := map[string]int{}, 0, 0
-		for i := range perKind {
-			before := read()
-			rendering := content(before)
-			op := handedit.Ops[rng.IntN(len(handedit.Ops))]
-			edited := before.DeepCopy()
-			edit, ok := handedit.Random(rng, edited, op, workloadAdditions, []string{"app.kubernetes.io/instance"})
-			if !ok || strings.HasPrefix(edit.What, "~spec.replicas") || strings.HasPrefix(edit.What, "-spec.replicas") {
-				continue
-			}
-			viaApply := rng.IntN(2) == 0
-			if err := handedit.Write(context.Background(), admin, edited, viaApply); err != nil {
-				refused++
-				continue
-			}
-			after := read()
-			if drift.Diff(rendering, content(after)) == nil {
-				noop++
-				continue
-			}
-			applied[op]++
-			what := fmt.Sprintf("%s edit %d (%s via %s: %s)", kindOf(w.obj), i, op, handedit.Via(viaApply), edit.What)
-			writes.Store(0)
-			reconcile(t, r, w.fleet)
-			restored := content(read())
-			if edit.Foreign {
-				if d := drift.Diff(content(after), restored); d != nil {
-					t.Fatalf("%s: someone else's metadata was changed: %q", what, d)
-				}
-			} else if d := drift.Diff(rendering, restored); d != nil {
-				t.Fatalf("%s: not restored to the rendering; still differs at %q", what, d)
-			}
-			writes.Store(0)
-			dryBefore := dryRuns.Load()
-			reconcile(t, r, w.fleet)
-			if n, d := writes.Load(), dryRuns.Load()-dryBefore; n != 0 || d != 0 {
-				t.Fatalf("%s: the reconcile after the repair sent %d writes and %d dry-runs, want none", what, n, d)
-			}
-		}
-		t.Logf("%s: %v edits applied and repaired; %d refused by the API server, %d normalised away", kindOf(w.obj), applied, refused, noop)
+		var tally handedit.Tally
+		handedit.Property{
+			Name:      kindOf(w.obj),
+			Read:      read,
+			Additions: workloadAdditions,
+			OwnLabels: []string{"app.kubernetes.io/instance"},
+			Skip:      func(e handedit.Edit) bool { return strings.HasPrefix(strings.TrimLeft(e.What, "+-~"), "spec.replicas") },
+			Pass: func() (int64, int64) {
+				writes.Store(0)
+				before := dryRuns.Load()
+				reconcile(t, r, w.fleet)
+				return writes.Load(), dryRuns.Load() - before
+			},
+		}.Check(t, admin, rng, perKind, &tally)
+		t.Logf("%s: %s", kindOf(w.obj), tally)
 		for _, op := range []string{handedit.OpAdd, handedit.OpScalar, handedit.OpTemplateMeta} {
-			if applied[op] == 0 {
+			if tally.Applied[op] == 0 {
 				t.Errorf("%s: no %s edit was applied; the run did not cover that shape", kindOf(w.obj), op)
 			}
 		}

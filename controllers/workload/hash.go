@@ -19,7 +19,8 @@ import (
 //
 // Hash only what a builder rendered, never a live object: the API server fills defaults into
 // the live spec, so its hash would never match. The builders store the hash in annotation
-// v1.AnnotationSpecHash; a live workload carrying the desired hash needs no write.
+// v1.AnnotationSpecHash so a person can tell which rendering an object carries; whether the
+// live workload needs a write is judged by content (controllers/drift), never by this hash.
 func SpecHash(obj any) string {
 	var owned any
 	switch w := obj.(type) {
