@@ -36,6 +36,9 @@ func (r *Reconciler) children(ctx context.Context, s *scope) (bool, error) {
 	res, err := r.Applier.Apply(ctx, r.Direct, s.fleet, objs)
 	if errors.As(err, &blocked) {
 		s.verdict(blocked.Reason, blocked.Message)
+		// A foreign application Service blocks the fleet and is routing's problem too: the
+		// route would send traffic to someone else's Pods, so RoutingReady says so.
+		s.routing = res.Routing
 		return true, nil
 	}
 	if err != nil {

@@ -316,3 +316,39 @@ func waitGone(t *testing.T, admin client.Client, obj client.Object) {
 		t.Fatalf("%s still exists", obj.GetName())
 	}
 }
+
+// TestAForeignApplicationServiceShowsInRoutingReady: a Service at the fleet's name that is not
+// the fleet's blocks provisioning (InfrastructureBlocked) and would take the route's traffic, so
+// RoutingReady reports ServiceConflict naming it instead of a stale or missing condition.
+func TestAForeignApplicationServiceShowsInRoutingReady(t *testing.T) {
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	ns := setup(t, admin)
+	foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "routed"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 9999}}}}
+	if err := admin.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	f := createFleet(t, admin, ns, "routed", ns+"-routed", func(f *v1.CelldFleet) {
+		f.Spec.Routing = &v1.RoutingSpec{
+			Hostnames: []string{"app.example.com"},
+			Source:    v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}},
+			Ingress:   &v1.IngressRouting{ClassName: "nginx"},
+		}
+	})
+	reconcile(t, r, f)
+	if b := blocked(t, admin, f); b.Reason != v1.ReasonInfrastructureBlocked {
+		t.Fatalf("Blocked = %s: %s; want InfrastructureBlocked", b.Reason, b.Message)
+	}
+	live := &v1.CelldFleet{}
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(f), live); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(live.Status.Conditions, v1.ConditionRoutingReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1.ReasonServiceConflict || !strings.Contains(c.Message, "Service "+ns+"/routed") {
+		t.Fatalf("RoutingReady = %+v; want False/ServiceConflict naming Service %s/routed", c, ns)
+	}
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(foreign), foreign); err != nil || foreign.Spec.Ports[0].Port != 9999 {
+		t.Fatalf("the foreign Service must be left untouched: %v %+v", err, foreign.Spec.Ports)
+	}
+}
