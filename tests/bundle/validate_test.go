@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -108,8 +109,8 @@ func describe(e errors.Error) string {
 }
 
 // TestCSVInstallStrategy checks what the generator derived from config/: the hardened manager
-// Deployment with the release image, leader election in permissions, and cluster-wide rules
-// that include the fleet-namespace rules, which AllNamespaces installs need.
+// Deployment with the release image, and the leader-election and fleet-namespace rules in
+// permissions, which OLM scopes to the target namespaces.
 func TestCSVInstallStrategy(t *testing.T) {
 	c := csv(t)
 	deployments, _, _ := unstructured.NestedSlice(c.Object, "spec", "install", "spec", "deployments")
@@ -136,18 +137,45 @@ func TestCSVInstallStrategy(t *testing.T) {
 		rules, _, _ := unstructured.NestedSlice(p[0].(map[string]any), "rules")
 		return rules
 	}
+	// OLM binds clusterPermissions cluster-wide in every install mode and scopes permissions to
+	// the target namespaces (cluster-wide for AllNamespaces only): the fleet-namespace and
+	// leader-election rules belong in permissions, and clusterPermissions hold ClusterRole rules
+	// only (the cluster-scoped ones; tests/rbac proves the split on an API server).
 	cluster, namespaced := perm("clusterPermissions"), perm("permissions")
-	want := len(objects(t, repo(t, "config", "rbac", "role.yaml"))[0].Object["rules"].([]any)) +
-		len(objects(t, repo(t, "config", "rbac", "fleet_namespace_role.yaml"))[0].Object["rules"].([]any))
-	if len(cluster) != want {
-		t.Errorf("clusterPermissions has %d rules, want the ClusterRole's and the fleet Role's %d", len(cluster), want)
+	rulesOf := func(file string) []any {
+		return objects(t, repo(t, "config", "rbac", file))[0].Object["rules"].([]any)
 	}
-	if want := len(objects(t, repo(t, "config", "rbac", "leader_election_role.yaml"))[0].Object["rules"].([]any)); len(namespaced) != want {
-		t.Errorf("permissions has %d rules, want the %d leader-election rules", len(namespaced), want)
+	clusterRole := rulesOf("role.yaml")
+	for _, file := range []string{"fleet_namespace_role.yaml", "leader_election_role.yaml"} {
+		for _, r := range rulesOf(file) {
+			if !containsRule(namespaced, r) {
+				t.Errorf("permissions lack the %s rule %v", file, r)
+			}
+			if containsRule(cluster, r) {
+				t.Errorf("clusterPermissions hold the %s rule %v: every install mode would get it cluster-wide", file, r)
+			}
+		}
+	}
+	for _, r := range cluster {
+		if !containsRule(clusterRole, r) {
+			t.Errorf("clusterPermissions hold %v, which is not a config/rbac/role.yaml rule", r)
+		}
+	}
+	if want := len(clusterRole) + len(rulesOf("fleet_namespace_role.yaml")) + len(rulesOf("leader_election_role.yaml")); len(cluster)+len(namespaced) != want {
+		t.Errorf("the CSV has %d rules, config/rbac has %d", len(cluster)+len(namespaced), want)
 	}
 	if skip := c.GetAnnotations()["olm.skipRange"]; !strings.HasPrefix(skip, ">=") || !strings.HasSuffix(skip, "<"+c.Object["spec"].(map[string]any)["version"].(string)) {
 		t.Errorf("olm.skipRange %q does not end below the CSV version", skip)
 	}
+}
+
+func containsRule(rules []any, r any) bool {
+	for _, x := range rules {
+		if reflect.DeepEqual(x, r) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasEnvFieldRef(d appsv1.Deployment, name, path string) bool {

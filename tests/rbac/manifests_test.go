@@ -30,10 +30,12 @@ import (
 // rbacSource is the RBAC of one install method: the objects to apply and the identity they
 // grant to.
 type rbacSource struct {
-	name              string // "chart" or "bundle"
+	name              string // the scenario: "chart", "bundle" or "bundle-own-namespace"
 	operatorNamespace string
 	serviceAccount    string
-	objects           []*unstructured.Unstructured
+	// watchNamespaces restricts the operator's cache as WATCH_NAMESPACE does (empty: all).
+	watchNamespaces []string
+	objects         []*unstructured.Unstructured
 }
 
 // rbacKinds are the kinds an RBAC source contributes; the rest of a render is not applied.
@@ -87,11 +89,15 @@ func chartRBAC(t *testing.T, operatorNamespace string, fleetNamespaces ...string
 	return src
 }
 
-// bundleRBAC turns the committed CSV's install strategy into what OLM creates for an
-// AllNamespaces install in operatorNamespace: each clusterPermissions entry becomes a
-// ClusterRole and ClusterRoleBinding, each permissions entry a Role and RoleBinding in the
-// operator namespace, for the entry's ServiceAccount.
-func bundleRBAC(t *testing.T, operatorNamespace string) *rbacSource {
+// bundleRBAC turns the committed CSV's install strategy into what OLM creates for an install
+// in operatorNamespace whose OperatorGroup targets targetNamespaces (none: AllNamespaces).
+// Each clusterPermissions entry becomes a ClusterRole and ClusterRoleBinding in every install
+// mode. Each permissions entry becomes a ClusterRole and ClusterRoleBinding for AllNamespaces,
+// and otherwise a Role and RoleBinding in the operator namespace, copied into every target
+// namespace (OLM's OperatorGroup controller copies the operator namespace's Roles there). The
+// operator then watches the target namespaces, as the Deployment's WATCH_NAMESPACE (from
+// olm.targetNamespaces) tells main.go.
+func bundleRBAC(t *testing.T, name, operatorNamespace string, targetNamespaces ...string) *rbacSource {
 	t.Helper()
 	path := root + "/bundle/manifests/" + gen.PackageName + ".clusterserviceversion.yaml"
 	objs, err := gen.ReadObjects(path)
@@ -107,14 +113,23 @@ func bundleRBAC(t *testing.T, operatorNamespace string) *rbacSource {
 	if csv == nil {
 		t.Fatalf("%s holds no ClusterServiceVersion", path)
 	}
+	mode := installMode(operatorNamespace, targetNamespaces)
 	modes, _, _ := unstructured.NestedSlice(csv.Object, "spec", "installModes")
 	if !slices.ContainsFunc(modes, func(m any) bool {
 		mm, _ := m.(map[string]any)
-		return mm["type"] == "AllNamespaces" && mm["supported"] == true
+		return mm["type"] == mode && mm["supported"] == true
 	}) {
-		t.Fatalf("the CSV does not support the AllNamespaces install mode this test installs")
+		t.Fatalf("the CSV does not support the %s install mode this test installs", mode)
 	}
-	src := &rbacSource{name: "bundle", operatorNamespace: operatorNamespace}
+	src := &rbacSource{name: name, operatorNamespace: operatorNamespace, watchNamespaces: targetNamespaces}
+	// OLM creates the permissions Roles in the operator namespace and copies them into each
+	// target namespace.
+	roleNamespaces := []string{operatorNamespace}
+	for _, ns := range targetNamespaces {
+		if !slices.Contains(roleNamespaces, ns) {
+			roleNamespaces = append(roleNamespaces, ns)
+		}
+	}
 	accounts := map[string]bool{}
 	for _, field := range []string{"clusterPermissions", "permissions"} {
 		entries, _, err := unstructured.NestedSlice(csv.Object, "spec", "install", "spec", field)
@@ -131,17 +146,19 @@ func bundleRBAC(t *testing.T, operatorNamespace string) *rbacSource {
 			}
 			accounts[p.ServiceAccountName] = true
 			src.serviceAccount = p.ServiceAccountName
-			name := fmt.Sprintf("%s-%s-%d", csv.GetName(), strings.ToLower(field), i)
+			roleName := fmt.Sprintf("%s-%s-%d", csv.GetName(), strings.ToLower(field), i)
 			subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: p.ServiceAccountName, Namespace: operatorNamespace}}
-			if field == "clusterPermissions" {
-				src.add(t, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: p.Rules})
-				src.add(t, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
-					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}})
-			} else {
-				meta := metav1.ObjectMeta{Name: name, Namespace: operatorNamespace}
+			if field == "clusterPermissions" || mode == "AllNamespaces" {
+				src.add(t, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: roleName}, Rules: p.Rules})
+				src.add(t, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: roleName}, Subjects: subject,
+					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: roleName}})
+				continue
+			}
+			for _, ns := range roleNamespaces {
+				meta := metav1.ObjectMeta{Name: roleName, Namespace: ns}
 				src.add(t, &rbacv1.Role{ObjectMeta: meta, Rules: p.Rules})
 				src.add(t, &rbacv1.RoleBinding{ObjectMeta: meta, Subjects: subject,
-					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}})
+					RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: roleName}})
 			}
 		}
 	}
@@ -150,6 +167,21 @@ func bundleRBAC(t *testing.T, operatorNamespace string) *rbacSource {
 	}
 	src.add(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: src.serviceAccount, Namespace: operatorNamespace}})
 	return src
+}
+
+// installMode is the OLM install mode of an OperatorGroup in operatorNamespace that targets
+// targetNamespaces.
+func installMode(operatorNamespace string, targetNamespaces []string) string {
+	switch {
+	case len(targetNamespaces) == 0:
+		return "AllNamespaces"
+	case len(targetNamespaces) > 1:
+		return "MultiNamespace"
+	case targetNamespaces[0] == operatorNamespace:
+		return "OwnNamespace"
+	default:
+		return "SingleNamespace"
+	}
 }
 
 // add appends a typed object as unstructured, with its apiVersion and kind set.

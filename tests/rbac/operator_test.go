@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -59,10 +60,11 @@ type operator struct {
 	expectDenied func(call) bool
 }
 
-// startOperator runs the operator as main.go wires it (cluster-wide cache, leader election in
-// the operator namespace, the CelldFleet controller) with a bound token of src's
-// ServiceAccount, and waits until it leads. expectDenied (may be nil) marks expected 403s. t.Cleanup stops it, checks that it released the
-// lease, and fails the test on any unexpected 403 or Forbidden log line.
+// startOperator runs the operator as main.go wires it (a cache over src's watch namespaces or
+// the whole cluster, leader election in the operator namespace, the CelldFleet controller)
+// with a bound token of src's ServiceAccount, and waits until it leads. expectDenied (may be
+// nil) marks expected 403s. t.Cleanup stops it, checks that it released the lease, and fails
+// the test on any unexpected 403 or Forbidden log line.
 func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDenied func(call) bool) *operator {
 	t.Helper()
 	cfg := serviceAccountConfig(ctx, t, src)
@@ -74,8 +76,18 @@ func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDen
 		t.Fatal(err)
 	}
 	logger := zap.New(zap.WriteTo(op.logs), zap.UseDevMode(false))
+	// main.go restricts the cache to WATCH_NAMESPACE, which OLM fills from the OperatorGroup's
+	// target namespaces.
+	cacheOpts := cache.Options{}
+	if len(src.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range src.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
+		Cache:                         cacheOpts,
 		Logger:                        logger,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",

@@ -3,6 +3,7 @@ package rbac
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,9 @@ const (
 	// chartNamespace is the chart's documented operator namespace.
 	chartNamespace = "celld-system"
 	// olmNamespace is where OLM installs AllNamespaces operators.
-	olmNamespace    = "operators"
+	olmNamespace = "operators"
+	// olmOwnNamespace holds an OwnNamespace install: the operator and its fleets.
+	olmOwnNamespace = "rbac-olm-own"
 	chartFleets     = "rbac-chart-fleets"
 	olmFleets       = "rbac-olm-fleets"
 	deniedNamespace = "rbac-denied"
@@ -71,12 +74,19 @@ func runScenario(t *testing.T, name string) *scenario {
 	case "bundle":
 		fleetNS = olmFleets
 		ensureNamespace(ctx, t, olmNamespace)
-		s.src = bundleRBAC(t, olmNamespace)
+		s.src = bundleRBAC(t, name, olmNamespace)
+	case "bundle-own-namespace":
+		fleetNS = olmOwnNamespace
+		ensureNamespace(ctx, t, olmOwnNamespace)
+		s.src = bundleRBAC(t, name, olmOwnNamespace, olmOwnNamespace)
 	default:
 		t.Fatalf("unknown scenario %q", name)
 	}
 	s.src.install(ctx, t)
 	waitEffective(ctx, t, s.src)
+	if len(s.src.watchNamespaces) > 0 {
+		refuseClusterWideDeletes(ctx, t, s.src)
+	}
 	op := startOperator(ctx, t, s.src, nil)
 	s.rec = op.rec
 	driveLifecycle(ctx, t, op, fleetNS)
@@ -90,6 +100,13 @@ func TestChartRBAC(t *testing.T) { runScenario(t, "chart") }
 // TestBundleRBAC: the same with only the bundle CSV's RBAC, installed as OLM does for
 // AllNamespaces (the fleet namespace has no Role of its own).
 func TestBundleRBAC(t *testing.T) { runScenario(t, "bundle") }
+
+// TestBundleOwnNamespaceRBAC: the same with the bundle CSV's RBAC installed as OLM does for an
+// OwnNamespace OperatorGroup: clusterPermissions as a ClusterRole, permissions as a Role bound
+// in the one namespace that holds the operator and its fleets, and the operator watching only
+// that namespace. Before the operator starts, the API server must refuse it Pod and claim
+// deletion anywhere else: the CSV's cluster-wide rules are the cluster-scoped ones only.
+func TestBundleOwnNamespaceRBAC(t *testing.T) { runScenario(t, "bundle-own-namespace") }
 
 // TestChartNamespaceAccessDenied: a fleet in a namespace that is not among the chart's
 // fleetNamespaces reports NamespaceAccessDenied naming the Role to apply, in its status and in
@@ -196,6 +213,49 @@ func TestChartNamespaceAccessDenied(t *testing.T) {
 	}
 	if err := admin.Delete(ctx, live); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// clusterWideDeletes are the destructive rights an install scoped to some namespaces must not
+// hold outside them.
+var clusterWideDeletes = []struct{ group, resource string }{{"", "pods"}, {"", "persistentvolumeclaims"}}
+
+// refuseClusterWideDeletes checks, in the manifests and with the API server's authorizer, that
+// the ServiceAccount of an installed src may delete Pods and claims in the namespaces it serves
+// only: not cluster-wide, and not in a namespace outside them. It runs after waitEffective, so
+// a refusal is not an RBAC informer that has not caught up yet.
+func refuseClusterWideDeletes(ctx context.Context, t *testing.T, src *rbacSource) {
+	t.Helper()
+	for _, g := range src.grants(t) {
+		for _, d := range clusterWideDeletes {
+			if g.namespace == "" && g.allows("", d.group, d.resource, "delete") {
+				t.Errorf("the %s RBAC binds delete on %s cluster-wide (%+v): an install scoped to %v may delete them in every namespace", src.name, d.resource, g, src.watchNamespaces)
+			}
+		}
+	}
+	user := "system:serviceaccount:" + src.operatorNamespace + ":" + src.serviceAccount
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + src.operatorNamespace, "system:authenticated"}
+	// The served namespace must allow the deletes (else the check below proves nothing), an
+	// unrelated namespace and the cluster scope must not.
+	for _, ns := range []string{src.watchNamespaces[0], chartFleets, ""} {
+		for _, d := range clusterWideDeletes {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: d.group, Resource: d.resource}}}
+			if err := admin.Create(ctx, sar); err != nil {
+				t.Fatal(err)
+			}
+			served := slices.Contains(src.watchNamespaces, ns)
+			switch {
+			case served && !sar.Status.Allowed:
+				t.Errorf("the %s RBAC does not let the operator delete %s in %s, a namespace it serves", src.name, d.resource, ns)
+			case !served && sar.Status.Allowed:
+				where := "cluster-wide"
+				if ns != "" {
+					where = "in namespace " + ns
+				}
+				t.Errorf("the %s RBAC lets the operator delete %s %s, outside the namespaces it serves %v (%s)", src.name, d.resource, where, src.watchNamespaces, sar.Status.Reason)
+			}
+		}
 	}
 }
 

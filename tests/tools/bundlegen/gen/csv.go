@@ -46,17 +46,19 @@ func buildCSV(o Options, in *inputs) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	clusterRules, namespacedRules, err := installRules(in)
+	if err != nil {
+		return nil, err
+	}
 	strategy := map[string]any{
 		"deployments": []any{deployment},
-		// AllNamespaces needs the fleet-namespace rules cluster-wide: OLM grants
-		// clusterPermissions through a ClusterRoleBinding in every install mode.
 		"clusterPermissions": []any{map[string]any{
 			"serviceAccountName": sa,
-			"rules":              rules(append(append([]*unstructured.Unstructured{}, in.clusterRoles...), in.fleetRoles...)),
+			"rules":              clusterRules,
 		}},
 		"permissions": []any{map[string]any{
 			"serviceAccountName": sa,
-			"rules":              rules(in.roles),
+			"rules":              namespacedRules,
 		}},
 	}
 	if err := unstructured.SetNestedMap(csv.Object, strategy, "spec", "install", "spec"); err != nil {
@@ -110,6 +112,32 @@ func installDeployment(d *unstructured.Unstructured, image string) (map[string]a
 		entry["label"] = l
 	}
 	return entry, sa, nil
+}
+
+// installRules divides the operator's RBAC between the CSV's clusterPermissions and
+// permissions. OLM binds clusterPermissions cluster-wide in every install mode, while it
+// creates permissions as a Role in the operator namespace and in each target namespace
+// (OwnNamespace, SingleNamespace, MultiNamespace) and as a ClusterRole only for AllNamespaces.
+// So only rules on cluster-scoped resources (StorageClasses, reservations) go to
+// clusterPermissions; the ClusterRole's rules on namespaced resources (fleets, events), the
+// fleet-namespace Role and leader election go to permissions, and an install scoped to some
+// namespaces can touch Pods and claims there only.
+func installRules(in *inputs) (cluster, namespaced []any, err error) {
+	known, err := scopes(in.crds)
+	if err != nil {
+		return nil, nil, err
+	}
+	cluster, fromClusterRole, err := splitByScope(rules(in.clusterRoles), known)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(cluster) == 0 {
+		return nil, nil, fmt.Errorf("config/rbac grants no rule on a cluster-scoped resource; the CSV needs clusterPermissions for the reservations")
+	}
+	namespaced = append(namespaced, fromClusterRole...)
+	namespaced = append(namespaced, rules(in.fleetRoles)...)
+	namespaced = append(namespaced, rules(in.roles)...)
+	return cluster, namespaced, nil
 }
 
 // rules concatenates the rules of roles in order.
