@@ -253,6 +253,18 @@ func (r *recorder) first(match func(seen) bool) int64 {
 	return best
 }
 
+// await is first for an event that must have happened: watches deliver asynchronously, so an
+// event may arrive after the read that proved its change. It fails after framework.Short.
+func (r *recorder) await(ctx context.Context, what string, match func(seen) bool) int64 {
+	GinkgoHelper()
+	var rev int64
+	framework.EventuallyWithin(ctx, framework.Short, func() int64 {
+		rev = r.first(match)
+		return rev
+	}).ShouldNot(BeZero(), "the recorder never saw %s", what)
+	return rev
+}
+
 // livePods are the fleet's Pods that have not finished, terminating ones included.
 func livePods(ctx context.Context, ns, name string) []corev1.Pod {
 	GinkgoHelper()
@@ -343,10 +355,9 @@ func meshInvariant(ns, name string) func(context.Context) string {
 // expectPeerAuthenticationFirst: the PeerAuthentication was created before the first member rolled.
 func expectPeerAuthenticationFirst(rec *recorder, name string) {
 	GinkgoHelper()
-	created := rec.first(func(e seen) bool {
+	created := rec.await(context.Background(), "the PeerAuthentication of the transition created", func(e seen) bool {
 		return e.Kind == "PeerAuthentication" && e.Name == name+"-mesh" && e.Type == watch.Added
 	})
-	Expect(created).NotTo(BeZero(), "no PeerAuthentication appeared for the transition")
 	Expect(rec.first(func(e seen) bool { return e.Kind == "Pod" && e.Deleting })).To(BeNumerically(">", created),
 		"a member rolled before the PeerAuthentication existed")
 }

@@ -164,10 +164,9 @@ var _ = Describe("networking", func() {
 		hold(ctx, gvrHTTPRoute, ns, name+"-routing", false)
 		ingress := &networkingv1.Ingress{}
 		framework.EventuallyWithin(ctx, framework.Medium, func() error { return kube().Get(ctx, key(ns, name+"-routing"), ingress) }).Should(Succeed())
-		routeGone := rec.first(func(e seen) bool { return e.Kind == "HTTPRoute" && e.Type == watch.Deleted })
-		Expect(routeGone).NotTo(BeZero(), "the HTTPRoute was deleted")
-		Expect(rec.first(func(e seen) bool { return e.Kind == "Ingress" && e.Type == watch.Added })).To(BeNumerically(">", routeGone),
-			"the Ingress was created before the HTTPRoute had disappeared")
+		routeGone := rec.await(ctx, "the HTTPRoute deleted", func(e seen) bool { return e.Kind == "HTTPRoute" && e.Type == watch.Deleted })
+		ingressAdded := rec.await(ctx, "the Ingress created", func(e seen) bool { return e.Kind == "Ingress" && e.Type == watch.Added })
+		Expect(ingressAdded).To(BeNumerically(">", routeGone), "the Ingress was created before the HTTPRoute had disappeared")
 		expectOperatorOwned(ingress, f)
 		Expect(*ingress.Spec.IngressClassName).To(Equal("nginx"))
 		Expect(ingress.Spec.Rules).To(HaveLen(2))
@@ -204,12 +203,10 @@ var _ = Describe("networking", func() {
 			g.Expect(object(ctx, gvrPolicy, ns, name+"-routing")).To(BeNil())
 			g.Expect(object(ctx, gvrIngress, ns, name+"-routing")).To(BeNil())
 		}).Should(Succeed())
-		ingressGone := rec.first(func(e seen) bool { return e.Kind == "Ingress" && e.Type == watch.Deleted })
-		Expect(ingressGone).NotTo(BeZero())
-		Expect(rec.first(func(e seen) bool {
+		ingressGone := rec.await(ctx, "the Ingress deleted", func(e seen) bool { return e.Kind == "Ingress" && e.Type == watch.Deleted })
+		Expect(rec.await(ctx, "the routing policy deleted", func(e seen) bool {
 			return e.Kind == "NetworkPolicy" && e.Name == name+"-routing" && e.Type == watch.Deleted
-		})).
-			To(BeNumerically(">", ingressGone), "the routing policy went before its route")
+		})).To(BeNumerically(">", ingressGone), "the routing policy went before its route")
 		Expect(kube().Get(ctx, key(ns, name), &networkingv1.NetworkPolicy{})).To(Succeed(), "the fleet policy stays")
 
 		Expect(memberUIDs(ctx, ns, name, 3)).To(Equal(uids), "routing changes never restart members")
@@ -224,8 +221,7 @@ var _ = Describe("networking", func() {
 		rec = record(ctx, ns, gvrIngress, gvrPod)
 		Expect(kube().Delete(ctx, getFleet(ctx, ns, name))).To(Succeed())
 		framework.EventuallyWithin(ctx, framework.Medium, func() any { return object(ctx, gvrPolicy, ns, name+"-routing") }).Should(BeNil())
-		closed := rec.first(func(e seen) bool { return e.Kind == "Ingress" && e.Type == watch.Deleted })
-		Expect(closed).NotTo(BeZero(), "the Ingress was deleted")
+		closed := rec.await(ctx, "the Ingress deleted", func(e seen) bool { return e.Kind == "Ingress" && e.Type == watch.Deleted })
 		Expect(rec.first(func(e seen) bool { return e.Kind == "Pod" && e.Deleting })).To(Or(BeZero(), BeNumerically(">", closed)),
 			"a member stopped while the route still sent it traffic")
 	})
@@ -339,8 +335,7 @@ var _ = Describe("networking", func() {
 				PodSelector: labels("app.kubernetes.io/name", "opentelemetry-collector"), NamespaceSelector: labels(corev1.LabelMetadataName, "observability")}}},
 			networkingv1.NetworkPolicyEgressRule{Ports: tcp(9092, 9096), To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.20.0.0/16"}}}},
 		)), "one scoped rule for the collector, one with every distinct broker port")
-		opened := rec.first(func(e seen) bool { return e.Kind == "NetworkPolicy" && e.Name == name && e.Type == watch.Modified })
-		Expect(opened).NotTo(BeZero())
+		opened := rec.await(ctx, "the fleet policy modified", func(e seen) bool { return e.Kind == "NetworkPolicy" && e.Name == name && e.Type == watch.Modified })
 		Expect(rec.first(func(e seen) bool { return e.Kind == "Pod" && e.Deleting })).To(BeNumerically(">", opened),
 			"a member restarted before the new egress was in place")
 		env := statefulSetOf(ctx, ns, name).Spec.Template.Spec.Containers[0].Env
