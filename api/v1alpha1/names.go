@@ -69,6 +69,7 @@ const (
 	ReasonProvisioned             = "Provisioned"
 	ReasonLifecycleProgress       = "LifecycleProgress"
 	ReasonMemberUnschedulable     = "MemberUnschedulable"
+	ReasonMemberCrashLooping      = "MemberCrashLooping"
 	ReasonCapacityUncertain       = "CapacityUncertain"
 	ReasonSchedulingBlocked       = "SchedulingBlocked"
 	ReasonDeletionBlocked         = "DeletionBlocked"
@@ -111,5 +112,6 @@ const (
 	EventMemberForceDeleted  = "MemberForceDeleted"
 	EventMemberDiskLost      = "MemberDiskLost"
 	EventMemberReplaced      = "MemberReplaced"
+	EventMemberRecreated     = "MemberRecreated"
 	EventOperationSuperseded = "OperationSuperseded"
 )

@@ -32,6 +32,9 @@ var provisioned = map[string]bool{
 	// MemberUnschedulable is provisioned but still Blocked: the fleet exists, and a member
 	// needs a node only an administrator can supply.
 	v1.ReasonMemberUnschedulable: true,
+	// MemberCrashLooping is provisioned but Blocked: the fleet runs, and its newest template
+	// needs a correction only the user can make.
+	v1.ReasonMemberCrashLooping: true,
 	// CapacityUncertain is provisioned, so not Blocked: the fleet runs, only a contraction
 	// waits for survivor-capacity evidence.
 	v1.ReasonCapacityUncertain: true,
@@ -54,7 +57,7 @@ type Statuses struct {
 //     whatever the reason;
 //   - Progressing: the reason is LifecycleProgress, Provisioning or Deleting;
 //   - Blocked: the reason is not provisioned and not progress (LifecycleProgress, Deleting), or
-//     it is MemberUnschedulable.
+//     it is MemberUnschedulable or MemberCrashLooping.
 //
 // Deleting is progress: the operator is draining and removing the fleet, and a stuck deletion
 // reports DeletionBlocked instead.
@@ -63,7 +66,7 @@ func Project(reason string, membersReady bool) Statuses {
 	return Statuses{
 		Ready:       status(membersReady),
 		Progressing: status(progress || reason == v1.ReasonProvisioning),
-		Blocked:     status((!provisioned[reason] && !progress) || reason == v1.ReasonMemberUnschedulable),
+		Blocked:     status((!provisioned[reason] && !progress) || reason == v1.ReasonMemberUnschedulable || reason == v1.ReasonMemberCrashLooping),
 	}
 }
 

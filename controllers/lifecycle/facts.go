@@ -86,6 +86,9 @@ type Workload struct {
 	ReadyReplicas   int32
 	// RevisionCurrent is status.currentRevision == status.updateRevision: no roll in progress.
 	RevisionCurrent bool
+	// UpdateRevision is status.updateRevision: the revision of the current template, once
+	// observed.
+	UpdateRevision string
 }
 
 // Member is one ordinal's Pod and claim; either may be absent.
@@ -120,6 +123,21 @@ type Pod struct {
 	// image or configuration (ErrImagePull, ImagePullBackOff, InvalidImageName,
 	// ErrImageNeverPull, CreateContainerConfigError), or empty.
 	ConfigWait string
+	// Revision is the StatefulSet revision the Pod was made from (controller-revision-hash).
+	Revision string
+	// Crash, when set, says the Pod keeps exiting: a container that has restarted after a
+	// non-zero exit (or waits in CrashLoopBackOff) and is not Ready.
+	Crash *Crash
+}
+
+// Crash is the last failed exit of a crash-looping container.
+type Crash struct {
+	Container string
+	ExitCode  int32
+	// Message is the container's termination message (celld writes why it refused to start),
+	// cut to a length a condition can carry.
+	Message  string
+	Restarts int32
 }
 
 // Claim holds the facts of one member claim.

@@ -23,7 +23,7 @@ func fleet(n int32, edits ...edit) Facts {
 		Now: t0, Fleet: "f", Declared: n, Applied: n,
 		Workload: Workload{
 			Exists: true, Replicas: n, TemplateMatches: true, Generation: 7, ObservedGeneration: 7,
-			UpdatedReplicas: n, ReadyReplicas: n, RevisionCurrent: true,
+			UpdatedReplicas: n, ReadyReplicas: n, RevisionCurrent: true, UpdateRevision: "rev-a",
 		},
 	}
 	for i := range n {
@@ -39,7 +39,7 @@ func healthyPod(i int32) Pod {
 	return Pod{
 		Exists: true, UID: uid("pod", i), ResourceVersion: fmt.Sprint(100 + i),
 		Created: t0.Add(-2 * time.Hour), Scheduled: true,
-		Ready: true, ReadyTransition: t0.Add(-time.Hour),
+		Ready: true, ReadyTransition: t0.Add(-time.Hour), Revision: "rev-a",
 	}
 }
 
@@ -107,6 +107,23 @@ func terminating(i int32, past time.Duration) edit {
 		p.Deleting, p.GraceEnds, p.Ready = true, t0.Add(-past), false
 		p.ReadyTransition = t0.Add(-past)
 	}
+}
+
+// crashing: member i keeps exiting (code 1, three restarts), not Ready for d.
+func crashing(i int32, d time.Duration) edit {
+	return all(downFor(i, d), func(f *Facts) {
+		member(f, i).Pod.Crash = &Crash{Container: "celld", ExitCode: 1, Message: "refused CELLD_LTX_PAGED=yes", Restarts: 3}
+	})
+}
+
+// onRevision: member i's Pod was made from revision rev.
+func onRevision(i int32, rev string) edit {
+	return func(f *Facts) { member(f, i).Pod.Revision = rev }
+}
+
+// updateRevision: the StatefulSet's current template is revision rev.
+func updateRevision(rev string) edit {
+	return func(f *Facts) { f.Workload.UpdateRevision = rev }
 }
 
 func waitingOn(i int32, reason string) edit {

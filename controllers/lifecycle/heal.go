@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,6 +91,7 @@ type rule func(f *Facts) (Decision, bool)
 var healChain = []rule{
 	forceDeleteStuckPod,
 	replaceLostDisk,
+	recreateOnCurrentTemplate,
 	replaceDownMember,
 	releaseDeletedClaim,
 	explainWait,
@@ -150,6 +152,53 @@ func replaceLostDisk(f *Facts) (Decision, bool) {
 		return f.replace(i, v1.EventMemberDiskLost, msg), true
 	}
 	return Decision{}, false
+}
+
+// recreateOnCurrentTemplate: Kubernetes' StatefulSet stops a rolling update at a member that
+// never becomes Ready, and reverting the template does not move that member: its Pod stays on
+// the revision it was made from, crash-looping, until someone deletes it. When the operator's
+// template is applied and observed, exactly one member is down, and that member's Pod was made
+// from another revision and keeps exiting (or has not been Ready for the absorb window), its Pod
+// is deleted, keeping its claim, so the StatefulSet recreates it from the current template on
+// the same disk. Every other member is Ready, so this never takes a second member down.
+func recreateOnCurrentTemplate(f *Facts) (Decision, bool) {
+	w := &f.Workload
+	if !w.TemplateMatches || !w.Observed() || w.UpdateRevision == "" || f.Applied != w.Replicas {
+		return Decision{}, false
+	}
+	x, n := f.downMembers()
+	if n != 1 {
+		return Decision{}, false
+	}
+	m := f.at(x)
+	p := &m.Pod
+	if !p.live() || !p.Scheduled || p.Revision == "" || p.Revision == w.UpdateRevision || m.Claim.Terminating {
+		return Decision{}, false
+	}
+	why := "has not been Ready since " + stamp(p.ReadyTransition)
+	if p.Crash != nil {
+		why = "keeps exiting (" + p.Crash.describe() + ")"
+	} else if f.Now.Before(p.ReadyTransition.Add(f.absorb())) {
+		return Decision{}, false // it may still come up on its own revision
+	}
+	msg := "Recreating member " + f.name(x) + " from the current template: its Pod was made from revision " + p.Revision +
+		" and " + why + ", and Kubernetes does not replace it after the template changed; it keeps its disk"
+	return Decision{
+		Action: DeletePod, Ordinal: x,
+		Pod:    Ref{Name: f.name(x), UID: p.UID, ResourceVersion: p.ResourceVersion},
+		Reason: v1.ReasonLifecycleProgress, Message: msg,
+		Event: v1.EventMemberRecreated, EventMessage: msg,
+	}, true
+}
+
+// describe says how a container keeps exiting, for a condition message. The restart count is
+// left out: it grows with every restart, and a message that changes would rewrite status.
+func (c *Crash) describe() string {
+	out := "container " + c.Container + " keeps exiting with code " + strconv.Itoa(int(c.ExitCode))
+	if c.Message != "" {
+		out += ": " + c.Message
+	}
+	return out
 }
 
 // replaceDownMember: exactly one member is down, a fresh disk would help it, and it has been
@@ -235,10 +284,11 @@ func (f *Facts) otherDown(x int32) int32 {
 
 // verdict says whether the one down member may get a fresh disk, and from when.
 type verdict struct {
-	eligible bool
-	why      string    // when not eligible, why a fresh disk would not help or is not allowed
-	since    time.Time // down since
-	due      time.Time // since + delay, or later while the rest is inside the absorb window
+	eligible  bool
+	crashLoop bool      // it keeps exiting on a template no ready member runs
+	why       string    // when not eligible, why a fresh disk would not help or is not allowed
+	since     time.Time // down since
+	due       time.Time // since + delay, or later while the rest is inside the absorb window
 }
 
 // judge applies the conditions of the replacement rule, other than the clock and the
@@ -254,6 +304,13 @@ func (f *Facts) judge(x int32) verdict {
 		v.why = "its Pod is terminating"
 	case p.ConfigWait != "":
 		v.why = "it waits on its image or configuration (" + p.ConfigWait + "); a fresh disk would not help, so it is not replaced"
+	case p.Crash != nil && !f.revisionServes(x):
+		// The first member on a new template that keeps exiting points at the template (a value
+		// celld refuses, an image that does not start), not at the disk: a fresh disk would
+		// only cost a full recovery and fail the same way.
+		v.crashLoop = true
+		v.why = "it keeps exiting (" + p.Crash.describe() + ") on a template that no ready member runs (revision " + p.Revision +
+			"); a fresh disk would not fix a configuration, so it is not replaced: correct the fleet's last change, and the member is recreated from the corrected template"
 	case c.Exists && c.Terminating:
 		v.why = "its old claim is being deleted"
 	case !c.Exists || c.Phase != corev1.ClaimBound:
@@ -282,6 +339,21 @@ func (f *Facts) dueWait(i int32) Decision {
 		Ordinal: i, Reason: v1.ReasonProvisioning,
 		Message: "Waiting for ready replicas; member " + f.name(i) + " is down; it is due to be replaced on a fresh disk",
 	}
+}
+
+// revisionServes: another member made from x's revision is Ready, so that revision's template
+// can run and x's trouble is its own (its disk, say). An unknown revision is given the benefit.
+func (f *Facts) revisionServes(x int32) bool {
+	rev := f.at(x).Pod.Revision
+	if rev == "" {
+		return true
+	}
+	for i := range f.Workload.Replicas {
+		if p := &f.at(i).Pod; i != x && p.live() && p.Ready && p.Revision == rev {
+			return true
+		}
+	}
+	return false
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -207,3 +207,56 @@ func TestHealNeverDeletesADiskWhileAnotherMemberIsDown(t *testing.T) {
 		}
 	}
 }
+
+// The crash-loop rows: a member that keeps exiting on a template no ready member runs waits for
+// a corrected spec on its own disk; once the template moved on, it is recreated from it.
+func TestCrashLoopingMembersWaitForTheSpecAndAreRecreatedOnceItChanges(t *testing.T) {
+	const crashMsg = "container celld keeps exiting with code 1: refused CELLD_LTX_PAGED=yes"
+	for _, c := range []struct {
+		name  string
+		facts Facts
+		want  Decision
+	}{
+		{"the first member on a new template keeps exiting: it is not replaced, even past the delay (MemberCrashLooping)",
+			fleet(3, updateRevision("rev-b"), onRevision(2, "rev-b"), crashing(2, 11*m)),
+			Decision{Ordinal: 2, Reason: v1.ReasonMemberCrashLooping, Message: "Member f-2 is down: it keeps exiting (" + crashMsg +
+				") on a template that no ready member runs (revision rev-b); a fresh disk would not fix a configuration, so it is not replaced: correct the fleet's last change, and the member is recreated from the corrected template"}},
+		{"a member that keeps exiting on the template the ready members run: its disk is the problem, so it is replaced after the delay",
+			fleet(3, crashing(2, 11*m)),
+			act(ReplaceMember, 2, v1.EventMemberReplaced, "Replacing member f-2: down since 2026-09-26T14:53:05Z while the rest of the fleet is ready; it returns on a fresh disk")},
+		{"the spec was reverted: the member still on the bad revision is recreated from the current template on its disk",
+			fleet(3, onRevision(2, "rev-b"), crashing(2, m)),
+			act(DeletePod, 2, v1.EventMemberRecreated, "Recreating member f-2 from the current template: its Pod was made from revision rev-b and keeps exiting ("+
+				crashMsg+"), and Kubernetes does not replace it after the template changed; it keeps its disk")},
+		{"a member stuck not Ready on an earlier revision past the absorb window is recreated",
+			fleet(3, onRevision(0, "rev-b"), downFor(0, 6*m)),
+			act(DeletePod, 0, v1.EventMemberRecreated, "Recreating member f-0 from the current template: its Pod was made from revision rev-b and has not been Ready since 2026-09-26T14:58:05Z, and Kubernetes does not replace it after the template changed; it keeps its disk")},
+		{"a member on an earlier revision not Ready for less than the absorb window: it may still come up, so it waits",
+			fleet(3, onRevision(0, "rev-b"), downFor(0, 2*m)),
+			wait(0, "Waiting for ready replicas; member f-0 is down; it is replaced on a fresh disk at 2026-09-26T15:12:05Z unless it returns", 8*m)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Heal(c.facts)
+			got.Pod, got.Claim = Ref{}, Ref{}
+			if got != c.want {
+				t.Fatalf("\n got: %+v\nwant: %+v", got, c.want)
+			}
+		})
+	}
+	for _, c := range []struct {
+		name  string
+		facts Facts
+	}{
+		{"never while another member is down", fleet(3, onRevision(2, "rev-b"), crashing(2, m), downFor(0, m))},
+		{"never while paused", fleet(3, paused, onRevision(2, "rev-b"), crashing(2, m))},
+		{"never before the StatefulSet observed the current template", fleet(3, unobserved, onRevision(2, "rev-b"), crashing(2, m))},
+		{"never while the StatefulSet is not the operator's rendering", fleet(3, templateDrift, onRevision(2, "rev-b"), crashing(2, m))},
+		{"never for a Pod already terminating", fleet(3, onRevision(2, "rev-b"), crashing(2, m), terminating(2, 0))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Heal(c.facts); got.Action != None {
+				t.Fatalf("took %s on member %d (%s); want no action", got.Action, got.Ordinal, got.Message)
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ func WorkloadFacts(s *appsv1.StatefulSet, templateMatches bool) Workload {
 		UpdatedReplicas:    s.Status.UpdatedReplicas,
 		ReadyReplicas:      s.Status.ReadyReplicas,
 		RevisionCurrent:    s.Status.CurrentRevision == s.Status.UpdateRevision,
+		UpdateRevision:     s.Status.UpdateRevision,
 	}
 }
 
@@ -67,7 +68,40 @@ func PodFacts(p *corev1.Pod) Pod {
 	if out.ConfigWait == "" {
 		out.ConfigWait = configWait(p.Status.ContainerStatuses)
 	}
+	out.Revision = p.Labels[appsv1.ControllerRevisionHashLabelKey]
+	if !out.Ready {
+		out.Crash = crash(p.Status.InitContainerStatuses)
+		if out.Crash == nil {
+			out.Crash = crash(p.Status.ContainerStatuses)
+		}
+	}
 	return out
+}
+
+// maxCrashMessage bounds the termination message carried into a condition.
+const maxCrashMessage = 256
+
+// crash finds a container that keeps exiting: it restarted at least once after a non-zero exit,
+// or waits in CrashLoopBackOff. Its latest failed exit is the current state when it is between
+// restarts, the last termination state otherwise.
+func crash(statuses []corev1.ContainerStatus) *Crash {
+	for i := range statuses {
+		st := &statuses[i]
+		backoff := st.State.Waiting != nil && st.State.Waiting.Reason == "CrashLoopBackOff"
+		last := st.State.Terminated
+		if last == nil || last.ExitCode == 0 {
+			last = st.LastTerminationState.Terminated
+		}
+		if last == nil || last.ExitCode == 0 || (st.RestartCount < 1 && !backoff) {
+			continue
+		}
+		msg := strings.TrimSpace(last.Message)
+		if len(msg) > maxCrashMessage {
+			msg = msg[:maxCrashMessage] + "..."
+		}
+		return &Crash{Container: st.Name, ExitCode: last.ExitCode, Message: msg, Restarts: st.RestartCount}
+	}
+	return nil
 }
 
 func configWait(statuses []corev1.ContainerStatus) string {

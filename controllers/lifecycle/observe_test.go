@@ -111,3 +111,55 @@ func TestFactsFromObjects(t *testing.T) {
 		t.Errorf("members by ordinal: %+v", f.Members)
 	}
 }
+
+func TestPodFactsTellACrashLoopFromOneExit(t *testing.T) {
+	exited := func(code int32, msg string) *corev1.ContainerStateTerminated {
+		return &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", Message: msg}
+	}
+	for _, c := range []struct {
+		name  string
+		ready bool
+		st    corev1.ContainerStatus
+		want  *Crash
+	}{
+		{name: "between restarts after a failed start (the simulator, a fast kubelet)",
+			st:   corev1.ContainerStatus{Name: "celld", RestartCount: 2, State: corev1.ContainerState{Terminated: exited(1, "refused CELLD_LTX_PAGED")}},
+			want: &Crash{Container: "celld", ExitCode: 1, Message: "refused CELLD_LTX_PAGED", Restarts: 2}},
+		{name: "in CrashLoopBackOff, the failed exit in the last state",
+			st: corev1.ContainerStatus{Name: "celld", RestartCount: 5,
+				State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+				LastTerminationState: corev1.ContainerState{Terminated: exited(78, "")}},
+			want: &Crash{Container: "celld", ExitCode: 78, Restarts: 5}},
+		{name: "running again after a failed exit, not Ready yet",
+			st: corev1.ContainerStatus{Name: "celld", RestartCount: 1,
+				State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+				LastTerminationState: corev1.ContainerState{Terminated: exited(1, "x")}},
+			want: &Crash{Container: "celld", ExitCode: 1, Message: "x", Restarts: 1}},
+		{name: "the first exit, not restarted yet: not a loop",
+			st: corev1.ContainerStatus{Name: "celld", State: corev1.ContainerState{Terminated: exited(1, "x")}}},
+		{name: "restarted after a clean exit: not a crash",
+			st: corev1.ContainerStatus{Name: "celld", RestartCount: 3, LastTerminationState: corev1.ContainerState{Terminated: exited(0, "")}}},
+		{name: "Ready again after crashes: not down, so not crash-looping", ready: true,
+			st: corev1.ContainerStatus{Name: "celld", RestartCount: 3, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+				LastTerminationState: corev1.ContainerState{Terminated: exited(1, "x")}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ready := corev1.ConditionFalse
+			if c.ready {
+				ready = corev1.ConditionTrue
+			}
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "f-2", Labels: map[string]string{appsv1.ControllerRevisionHashLabelKey: "f-abc"}},
+				Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}},
+					ContainerStatuses: []corev1.ContainerStatus{c.st}},
+			}
+			got := PodFacts(pod)
+			if got.Revision != "f-abc" {
+				t.Errorf("revision = %q", got.Revision)
+			}
+			if (got.Crash == nil) != (c.want == nil) || (got.Crash != nil && *got.Crash != *c.want) {
+				t.Fatalf("crash = %+v, want %+v", got.Crash, c.want)
+			}
+		})
+	}
+}

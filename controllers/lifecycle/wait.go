@@ -44,6 +44,9 @@ func (f *Facts) waitOne(x int32) Decision {
 	if d, ok := f.blocked(x, nil); ok {
 		return d
 	}
+	if v.crashLoop {
+		return Decision{Ordinal: x, Reason: v1.ReasonMemberCrashLooping, Message: "Member " + name + " is down: " + v.why}
+	}
 	return Decision{
 		Ordinal: x, Reason: v1.ReasonProvisioning,
 		Message:      "Waiting for ready replicas; member " + name + " is down; " + v.why,
