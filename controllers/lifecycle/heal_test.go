@@ -118,11 +118,11 @@ var healRows = []struct {
 	{"unscheduled past the delay while two others are down: both are named", fleet(4, downFor(0, h), unschedulableFor(1, h), recreating(3)),
 		unschedulable(1, "Member f-1 has not been scheduled since 2026-09-26T14:04:05Z: "+schedulerMessage+"; it is not replaced while members f-0 and f-3 are also down")},
 	{"unscheduled for less than the delay: not blocked yet, requeue when it would be", fleet(3, downFor(1, h), unschedulableFor(2, 4*m)),
-		wait(1, "Waiting for ready replicas; members f-1 and f-2 are down; no member is replaced while another is also down", 6*m)},
+		wait(1, "Waiting for ready replicas; members f-1 and f-2 are down; no member is replaced while another is also down; the scheduler has found no node for member f-2 since 2026-09-26T15:00:05Z: "+schedulerMessage, 6*m)},
 	{"no disk yet and waiting only for a node past the delay: MemberUnschedulable", fleet(3, unschedulableFor(2, 11*m), claimPhase(2, corev1.ClaimPending), diskMadeForItsPod(2)),
 		unschedulable(2, "Member f-2 has not been scheduled since 2026-09-26T14:53:05Z: "+schedulerMessage)},
 	{"no disk yet and waiting for a node for less than the delay: Provisioning", fleet(3, unschedulableFor(2, 9*m), claimPhase(2, corev1.ClaimPending)),
-		wait(2, "Waiting for ready replicas; member f-2 is down; it has no disk yet", m)},
+		wait(2, "Waiting for ready replicas; member f-2 is down; it has no disk yet; the scheduler has found no node for member f-2 since 2026-09-26T14:55:05Z: "+schedulerMessage, m)},
 
 	// A claim already deleted.
 	{"claim already deleted but a scheduled pod still holds it: delete the pod", fleet(3, claimDeleted(2)),

@@ -23,8 +23,23 @@ func explainWait(f *Facts) (Decision, bool) {
 	default:
 		d = f.waitMany()
 	}
+	if d.Reason == v1.ReasonProvisioning {
+		d.Message += f.schedulerNote()
+	}
 	d.RequeueAfter = soonest(d.RequeueAfter, f.untilForceDelete())
 	return d, true
+}
+
+// schedulerNote names the first member the scheduler has found no node for, with the
+// scheduler's own message, so a user sees why at once rather than after the replacement delay
+// (when the member blocks the fleet as MemberUnschedulable). Empty when every Pod is placed.
+func (f *Facts) schedulerNote() string {
+	for i := range f.Workload.Replicas {
+		if p := &f.at(i).Pod; p.live() && !p.Scheduled && p.Unschedulable {
+			return "; the scheduler has found no node for member " + f.name(i) + " since " + stamp(p.UnschedulableSince) + ": " + p.SchedulerMessage
+		}
+	}
+	return ""
 }
 
 // waitOne explains the wait of x, the only member down.

@@ -147,6 +147,13 @@ var _ = Describe("self-healing on lost nodes and zones", Serial, func() {
 		Expect(framework.Cluster.Faults.CordonZone(ctx, zone)).To(Succeed())
 		DeferCleanup(func(ctx context.Context) { Expect(framework.Cluster.Faults.UncordonZone(ctx, zone)).To(Succeed()) })
 		Expect(kube().Delete(ctx, framework.Pod(ctx, ns, member(2)))).To(Succeed()) // a drain, say
+		deleted := time.Now()
+		// The scheduler's reason shows at once, long before the member blocks the fleet.
+		framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
+			g.Expect(conditionMessage(getFleet(ctx, ns, name), v1.ConditionProgressing)).
+				To(ContainSubstring("the scheduler has found no node for member %s", member(2)))
+		}).Should(Succeed())
+		Expect(time.Since(deleted)).To(BeNumerically("<", e2eOptions.MemberReplacementDelay), "the scheduler's reason came only with the replacement delay")
 		framework.EventuallyWithin(ctx, e2eOptions.MemberReplacementDelay+framework.Medium, func(g Gomega) {
 			g.Expect(condition(ctx, ns, name, v1.ConditionBlocked)).To(Equal("True/" + v1.ReasonMemberUnschedulable))
 			msg := conditionMessage(getFleet(ctx, ns, name), v1.ConditionBlocked)
