@@ -43,8 +43,9 @@ type Renderer struct {
 }
 
 type cachedRender struct {
-	key  string
-	objs []*unstructured.Unstructured
+	key   string
+	owner string // the fleet's namespace/name, for ForgetFleet
+	objs  []*unstructured.Unstructured
 }
 
 // NewRenderer loads the embedded chart a watch names. overrideValues from the watch are applied
@@ -103,7 +104,7 @@ func (r *Renderer) Render(f *v1.CelldFleet, facts OperatorFacts) ([]*unstructure
 		return nil, err
 	}
 	r.mu.Lock()
-	r.cache[f.UID] = cachedRender{key: key, objs: objs}
+	r.cache[f.UID] = cachedRender{key: key, owner: f.Namespace + "/" + f.Name, objs: objs}
 	r.renders++
 	r.mu.Unlock()
 	return deepCopyAll(objs), nil
@@ -114,6 +115,25 @@ func (r *Renderer) Forget(uid types.UID) {
 	r.mu.Lock()
 	delete(r.cache, uid)
 	r.mu.Unlock()
+}
+
+// ForgetFleet drops the cached renders of every fleet named namespace/name (a fleet that is
+// gone, known by name only), so the cache holds live fleets alone.
+func (r *Renderer) ForgetFleet(namespace, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, c := range r.cache {
+		if c.owner == namespace+"/"+name {
+			delete(r.cache, uid)
+		}
+	}
+}
+
+// Cached is the number of fleets whose render is cached.
+func (r *Renderer) Cached() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.cache)
 }
 
 func (r *Renderer) applyOverrides(vals map[string]any) error {

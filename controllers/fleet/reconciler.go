@@ -60,9 +60,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, f); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
+			// The fleet is gone: nothing remembered of it may outlive it.
 			r.Drift.Forget(req.Namespace + "/" + req.Name)
 			if r.Applier != nil {
 				r.Applier.Forget(req.Namespace, req.Name)
+			}
+			if r.Children != nil {
+				r.Children.ForgetFleet(req.Namespace, req.Name)
 			}
 			return ctrl.Result{}, nil
 		}

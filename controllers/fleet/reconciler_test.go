@@ -352,3 +352,33 @@ func TestAForeignApplicationServiceShowsInRoutingReady(t *testing.T) {
 		t.Fatalf("the foreign Service must be left untouched: %v %+v", err, foreign.Spec.Ports)
 	}
 }
+
+// TestAGoneFleetIsForgotten: the render cache and the drift verdicts are bounded by live fleets;
+// once a fleet is gone, its reconcile drops what was kept for it.
+func TestAGoneFleetIsForgotten(t *testing.T) {
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	ns := setup(t, admin)
+	f := createFleet(t, admin, ns, "gone", ns+"-gone", nil)
+	reconcile(t, r, f)
+	reconcile(t, r, f)
+	if r.Children.Cached() != 1 || r.Drift.Len() == 0 {
+		t.Fatalf("a live fleet's render (%d cached) and workload verdict (%d) must be kept", r.Children.Cached(), r.Drift.Len())
+	}
+	live := &v1.CelldFleet{}
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(f), live); err != nil {
+		t.Fatal(err)
+	}
+	live.Finalizers = nil
+	if err := admin.Update(context.Background(), live); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Delete(context.Background(), live); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, admin, live)
+	reconcile(t, r, f)
+	if r.Children.Cached() != 0 || r.Drift.Len() != 0 {
+		t.Fatalf("after the fleet is gone, %d renders and %d verdicts are still kept", r.Children.Cached(), r.Drift.Len())
+	}
+}
