@@ -134,7 +134,7 @@ func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			return fmt.Errorf("create %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
 		}
-		log.FromContext(ctx).Info("created child", "fleet", f.Name, "object", kind+"/"+want.GetName(), "why", "the chart renders it and it did not exist")
+		log.FromContext(ctx).Info("mutation", "action", "create", "fleet", owner(f), "object", kind+"/"+want.GetName(), "why", "the chart renders it and it did not exist")
 		a.drift.Written(owner(f), drift.Merge(obj, want, staleAnnotations(want, obj)...), obj)
 		res.Applied = append(res.Applied, kind+"/"+want.GetName())
 		return nil
@@ -152,7 +152,7 @@ func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	if err := c.Update(ctx, obj, client.FieldOwner(FieldOwner)); err != nil {
 		return fmt.Errorf("restore %s %s/%s to its rendering: %w", kind, want.GetNamespace(), want.GetName(), err)
 	}
-	log.FromContext(ctx).Info("restored child to its rendering", "fleet", f.Name, "object", kind+"/"+want.GetName(),
+	log.FromContext(ctx).Info("mutation", "action", "restore", "fleet", owner(f), "object", kind+"/"+want.GetName(),
 		"why", "its content differs from the rendering (a spec change or a hand edit)", "paths", paths)
 	a.drift.Written(owner(f), merged, obj)
 	res.Applied = append(res.Applied, kind+"/"+want.GetName())
@@ -208,7 +208,7 @@ func (a *Applier) prune(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 			if desired[key{gvk, item.Name}] || foreign(item, f.UID) != "" || item.DeletionTimestamp != nil {
 				continue
 			}
-			if err := deleteExact(ctx, c, item, res); err != nil {
+			if err := deleteExact(ctx, c, f, item, res); err != nil {
 				return err
 			}
 		}
@@ -218,12 +218,14 @@ func (a *Applier) prune(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 
 // deleteExact deletes the very object that was read: UID and resourceVersion preconditions make
 // a replaced or changed object survive, and the next reconcile decides again.
-func deleteExact(ctx context.Context, c client.Client, obj client.Object, res *Result) error {
+func deleteExact(ctx context.Context, c client.Client, f *v1.CelldFleet, obj client.Object, res *Result) error {
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	err := c.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 	switch {
 	case err == nil:
 		res.Deleted = append(res.Deleted, obj.GetObjectKind().GroupVersionKind().Kind+"/"+obj.GetName())
+		log.FromContext(ctx).Info("mutation", "action", "delete", "fleet", owner(f),
+			"object", obj.GetObjectKind().GroupVersionKind().Kind+"/"+obj.GetName(), "why", "the chart no longer renders it, or routing changed")
 		return nil
 	case apierrors.IsNotFound(err):
 		return nil

@@ -68,7 +68,7 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 		}
 		pending = gvk.Kind
 		if old.GetDeletionTimestamp() == nil {
-			if err := deleteExact(ctx, c, old, res); err != nil {
+			if err := deleteExact(ctx, c, f, old, res); err != nil {
 				return err
 			}
 		}
@@ -85,7 +85,7 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 
 	if route == nil {
 		if livePolicy != nil && livePolicy.GetDeletionTimestamp() == nil {
-			return deleteExact(ctx, c, livePolicy, res)
+			return deleteExact(ctx, c, f, livePolicy, res)
 		}
 		return nil
 	}

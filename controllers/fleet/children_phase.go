@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -106,8 +107,9 @@ func (r *Reconciler) rememberMesh(ctx context.Context, s *scope) error {
 	}
 	live.Annotations[v1.AnnotationIstioControlPlane] = f.Spec.Mesh.Istio.ControlPlaneNamespace
 	if err := r.Client.Patch(ctx, live, patch); err != nil {
-		return err
+		return fmt.Errorf("record the mesh control plane on CelldFleet %s/%s: %w", live.Namespace, live.Name, err)
 	}
+	logMutation(ctx, s, "annotate", "CelldFleet/"+live.Name+" "+v1.AnnotationIstioControlPlane, "the fleet joins the mesh: replacement Pods keep injection explicit after it leaves")
 	if f.Annotations == nil {
 		f.Annotations = map[string]string{}
 	}

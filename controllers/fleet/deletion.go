@@ -48,7 +48,11 @@ func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(live, v1.FinalizerLifecycleProtection)
 	s.verdict(v1.ReasonDeleting, "Workload and disks deleted; releasing the fleet")
-	return true, client.IgnoreNotFound(r.Client.Patch(ctx, live, patch))
+	if err := r.Client.Patch(ctx, live, patch); err != nil {
+		return true, client.IgnoreNotFound(err)
+	}
+	logMutation(ctx, s, "remove finalizer", "CelldFleet/"+live.Name+" "+v1.FinalizerLifecycleProtection, "the workload and every claim are gone")
+	return true, nil
 }
 
 func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) (bool, error) {
@@ -73,6 +77,9 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) (bool, error)
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	err := r.Direct.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationForeground),
 		client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if err == nil {
+		logMutation(ctx, s, "delete", kindOf(obj)+"/"+obj.GetName(), "the fleet is being deleted: the workload goes first, members drain")
+	}
 	return true, client.IgnoreNotFound(err)
 }
 
@@ -89,7 +96,9 @@ func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) (bool, error) {
 		}
 		uid := c.UID
 		if err := r.Direct.Delete(ctx, c, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return true, err
+			return true, fmt.Errorf("delete claim %s/%s of deleted fleet %s: %w", c.Namespace, c.Name, s.fleet.Name, err)
+		} else if err == nil {
+			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+c.Name, "the fleet is being deleted and its workload is gone")
 		}
 	}
 	return true, nil
@@ -104,8 +113,9 @@ func (r *Reconciler) releaseHolds(ctx context.Context, s *scope) error {
 			continue
 		}
 		if err := r.releaseHold(ctx, p); err != nil {
-			return err
+			return fmt.Errorf("release the replacement hold on Pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
+		logMutation(ctx, s, "release hold", "Pod/"+p.Name, "the fleet is paused or deleting: no disk is given up, the Pod is not kept")
 	}
 	return nil
 }

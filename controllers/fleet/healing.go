@@ -62,13 +62,15 @@ func (r *Reconciler) act(ctx context.Context, s *scope, d lifecycle.Decision) er
 	case lifecycle.ForceDeletePod:
 		uid := d.Pod.UID
 		if err := r.Direct.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return err
+			return fmt.Errorf("force-delete Pod %s/%s: %w", ns, d.Pod.Name, err)
 		}
+		logMutation(ctx, s, "force delete", "Pod/"+d.Pod.Name, d.Message)
 	case lifecycle.DeletePod:
 		uid, rv := d.Pod.UID, d.Pod.ResourceVersion
 		if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
-			return err
+			return fmt.Errorf("delete Pod %s/%s: %w", ns, d.Pod.Name, err)
 		}
+		logMutation(ctx, s, "delete", "Pod/"+d.Pod.Name, d.Message)
 	case lifecycle.ReplaceMember:
 		committed, err := r.replace(ctx, s, d)
 		if committed && d.Event != "" {
@@ -105,6 +107,9 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 	if d.Pod.Name == "" { // no Pod holds the claim: the claim delete is the whole action
 		uid, rv := d.Claim.UID, d.Claim.ResourceVersion
 		err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if err == nil {
+			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+claim.Name, d.Message)
+		}
 		return err == nil, client.IgnoreNotFound(err)
 	}
 	pod := &corev1.Pod{}
@@ -118,10 +123,12 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 	if err := r.hold(ctx, pod, in); err != nil { // resourceVersion-guarded update
 		return false, err
 	}
+	logMutation(ctx, s, "hold", "Pod/"+pod.Name, "the replacement handoff records claim "+d.Claim.Name+" before the Pod is deleted")
 	uid, rv := pod.UID, pod.ResourceVersion
 	if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
-		return false, err
+		return false, fmt.Errorf("delete Pod %s/%s to replace its disk: %w", pod.Namespace, pod.Name, err)
 	}
+	logMutation(ctx, s, "delete", "Pod/"+pod.Name, d.Message+" (the handoff is committed)")
 	if r.AfterReplacementPodDelete != nil {
 		r.AfterReplacementPodDelete(pod.Namespace, pod.Name)
 	}
@@ -142,7 +149,10 @@ func (r *Reconciler) hold(ctx context.Context, pod *corev1.Pod, in intent) error
 	}
 	pod.Annotations[v1.AnnotationReplacementClaim] = string(raw)
 	pod.Labels[v1.LabelReplacementFleet] = string(in.FleetUID)
-	return r.Direct.Update(ctx, pod)
+	if err := r.Direct.Update(ctx, pod); err != nil {
+		return fmt.Errorf("hold Pod %s/%s for the replacement handoff: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
 }
 
 // finishReplacement re-reads the held Pod; if it is still the held Pod of this fleet, it
@@ -166,7 +176,10 @@ func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *core
 	uid, rv := in.ClaimUID, in.ClaimResourceVersion
 	err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return err
+		return fmt.Errorf("delete claim %s/%s of replaced member %s: %w", claim.Namespace, claim.Name, pod.Name, err)
+	}
+	if err == nil {
+		logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+claim.Name, "the replacement of "+pod.Name+" is committed; exactly the recorded claim goes")
 	}
 	return r.releaseHold(ctx, pod)
 }

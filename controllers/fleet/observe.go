@@ -114,8 +114,9 @@ func (r *Reconciler) finalizer(ctx context.Context, s *scope) (bool, error) {
 	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.AddFinalizer(live, v1.FinalizerLifecycleProtection)
 	if err := r.Client.Patch(ctx, live, patch); err != nil {
-		return true, err
+		return true, fmt.Errorf("add finalizer %s to CelldFleet %s/%s: %w", v1.FinalizerLifecycleProtection, live.Namespace, live.Name, err)
 	}
+	logMutation(ctx, s, "add finalizer", "CelldFleet/"+live.Name+" "+v1.FinalizerLifecycleProtection, "the fleet may not disappear before its workload and claims")
 	s.fleet.Finalizers = live.Finalizers
 	return false, nil
 }

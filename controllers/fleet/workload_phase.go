@@ -172,7 +172,7 @@ func (r *Reconciler) converge(ctx context.Context, s *scope, live, want client.O
 	if len(drifted) > 0 {
 		why = "the live spec differs from the rendering (a spec change or a hand edit); " + why
 	}
-	log.FromContext(ctx).Info("updated workload", "fleet", s.fleet.Name, "object", kindOf(live)+"/"+live.GetName(), "why", why, "paths", drifted)
+	log.FromContext(ctx).Info("mutation", "action", "update", "fleet", s.fleet.Namespace+"/"+s.fleet.Name, "object", kindOf(live)+"/"+live.GetName(), "why", why, "paths", drifted)
 	r.Drift.Written(owner(s.fleet), want, obj)
 	return nil
 }
@@ -209,7 +209,12 @@ func owner(f *v1.CelldFleet) string { return f.Namespace + "/" + f.Name }
 // create creates a workload by server-side apply, so the operator's field manager owns it
 // from the first write.
 func (r *Reconciler) create(ctx context.Context, desired client.Object) error {
-	return r.Direct.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	if err := r.Direct.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("create %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
+	}
+	log.FromContext(ctx).Info("mutation", "action", "create", "fleet", desired.GetNamespace()+"/"+desired.GetName(),
+		"object", kindOf(desired)+"/"+desired.GetName(), "why", "the fleet has no workload")
+	return nil
 }
 
 // rollout is the verdict of a workload that needs no other wait: rolled out and ready, or
