@@ -32,8 +32,8 @@ var _ = Describe("Bucket fleets", func() {
 
 	It("runs the Deployment layout across three zones, rolls one member at a time and contracts one step at a time", func(ctx context.Context) {
 		const name = "bd"
-		Expect(kube().Create(ctx, bucketFleet(ns, name, 4, v1.BucketWorkloadDeployment))).To(Succeed())
-		waitFleetReady(ctx, ns, name, 4)
+		Expect(kube().Create(ctx, bucketFleet(ns, name, 5, v1.BucketWorkloadDeployment))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 5)
 		d := deployment(ctx, name)
 		Expect(d.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue()).To(Equal(1))
 		Expect(d.Spec.Strategy.RollingUpdate.MaxSurge.IntValue()).To(Equal(0))
@@ -45,18 +45,25 @@ var _ = Describe("Bucket fleets", func() {
 		}
 		Expect(zones).To(HaveLen(3))
 
+		mon := monitorDown(ctx, ns, getFleet(ctx, ns, name), 5, 1) // maxUnavailable 1, maxSurge 0
 		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"restartToken":"r1"}}}`)
 		framework.EventuallyWithin(ctx, 2*framework.Medium, func(g Gomega) {
 			for _, p := range fleetPods(ctx, ns, getFleet(ctx, ns, name)) {
 				g.Expect(p.Annotations).To(HaveKeyWithValue(v1.AnnotationRestartToken, "r1"))
 			}
-			g.Expect(fleetPods(ctx, ns, getFleet(ctx, ns, name))).To(HaveLen(4))
+			g.Expect(fleetPods(ctx, ns, getFleet(ctx, ns, name))).To(HaveLen(5))
 		}).Should(Succeed())
-		waitFleetReady(ctx, ns, name, 4)
+		waitFleetReady(ctx, ns, name, 5)
+		mon.Check("a Bucket Deployment rollout")
 
+		By("contracting by two members goes one step at a time, each after the previous rolled out")
+		steps := recordReplicas(ctx, ns, name)
+		mon = monitorDown(ctx, ns, getFleet(ctx, ns, name), 3, 0) // never fewer than the target serving
 		scale(ctx, ns, name, 3)
-		framework.EventuallyWithin(ctx, framework.Medium, func() int32 { return *deployment(ctx, name).Spec.Replicas }).Should(Equal(int32(3)))
+		framework.EventuallyWithin(ctx, 2*framework.Medium, func() int32 { return *deployment(ctx, name).Spec.Replicas }).Should(Equal(int32(3)))
 		waitFleetReady(ctx, ns, name, 3)
+		Expect(steps()).To(Equal([]int32{5, 4, 3}), "the Deployment's replicas must step 5, 4, 3, never jump")
+		mon.Check("a two-step contraction")
 		expectNoOperatorDeletes(ns, "a Bucket rollout and contraction")
 	})
 

@@ -25,6 +25,8 @@ var _ = Describe("crash-looping members", func() {
 		goodEnv, err := json.Marshal(getFleet(ctx, ns, name).Spec.Env)
 		Expect(err).NotTo(HaveOccurred())
 
+		mon := monitorDown(ctx, ns, getFleet(ctx, ns, name), 3, 1)
+
 		By("a value celld refuses at start rolls to the highest member, which keeps exiting")
 		patchFleet(ctx, ns, name, `{"spec":{"env":[{"name":"CELLD_LTX_PAGED","value":"yes"}]}}`)
 		framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
@@ -50,6 +52,7 @@ var _ = Describe("crash-looping members", func() {
 			}
 			g.Expect(condition(ctx, ns, name, v1.ConditionReady)).To(Equal("True/" + v1.ReasonProvisioned))
 		}).Should(Succeed())
+		mon.Check("a crash loop and its recovery")
 		Expect(claimUIDs(ctx, ns)).To(Equal(claims), "every member keeps its disk")
 		// With Parallel pod management the StatefulSet controller itself deletes the highest
 		// member left on a stale revision; the operator's rule (MemberRecreated) covers the

@@ -73,6 +73,7 @@ var _ = Describe("drift repair", func() {
 		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
 		before := memberUIDs(ctx, ns, name, 3)
+		mon := monitorDown(ctx, ns, getFleet(ctx, ns, name), 3, 1)
 
 		By("the operator writes the StatefulSet for a restart, and a hand edit follows in the same second")
 		var sameSecond bool
@@ -118,6 +119,7 @@ var _ = Describe("drift repair", func() {
 			g.Expect(sts.Status.CurrentRevision).To(Equal(sts.Status.UpdateRevision))
 		}).Should(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
+		mon.Check("a hand edit and its repair")
 		expectNoOperatorDeletes(ns, "a template repair")
 	})
 })
