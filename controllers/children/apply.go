@@ -140,6 +140,9 @@ func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 		return nil
 	}
 	merged := drift.Merge(live, want, staleAnnotations(want, live)...)
+	// An earlier release set the fleet as controller; that reference lets the garbage collector
+	// take the child before the members are gone, so it is dropped (others' references stay).
+	merged.SetOwnerReferences(slices.DeleteFunc(merged.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == f.UID }))
 	paths, err := a.drift.Check(ctx, c, owner(f), live, merged, client.FieldOwner(FieldOwner))
 	if err != nil {
 		return fmt.Errorf("compare %s %s/%s with its rendering: %w", kind, want.GetNamespace(), want.GetName(), err)
@@ -234,4 +237,57 @@ func deleteExact(ctx context.Context, c client.Client, f *v1.CelldFleet, obj cli
 		return nil
 	}
 	return fmt.Errorf("delete %s %s/%s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetNamespace(), obj.GetName(), err)
+}
+
+// RemoveAll deletes every child of the fleet, of every kind the chart can render, once the
+// fleet's members are gone: the last step of deletion before the finalizer is released, so the
+// NetworkPolicy and PDB outlive the last member and nothing the operator created is left
+// behind. Each delete carries UID and resourceVersion preconditions; a child controlled by
+// someone else is left alone. It returns how many children still exist (deleting ones
+// included); call it again until none do.
+func (a *Applier) RemoveAll(ctx context.Context, c client.Client, f *v1.CelldFleet) (remaining int, err error) {
+	var res Result
+	// Routes are read by name, never listed (the Role has no list on them); deletion already
+	// removed them by the routing order, so this only catches one that came back.
+	for _, gvk := range routeKinds {
+		live, err := getLive(ctx, c, gvk, f.Namespace, routingName(f))
+		if err != nil {
+			return 0, err
+		}
+		if live == nil || foreign(live, f.UID) != "" {
+			continue
+		}
+		remaining++
+		if live.GetDeletionTimestamp() == nil {
+			if err := deleteExact(ctx, c, f, live, &res); err != nil {
+				return remaining, err
+			}
+		}
+	}
+	for _, gvk := range pruneKinds {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		err := c.List(ctx, list, client.InNamespace(f.Namespace), client.MatchingLabels{v1.LabelFleetUID: string(f.UID)})
+		if meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("list %s of deleted fleet %s: %w", gvk.Kind, f.Name, err)
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			item.SetGroupVersionKind(gvk)
+			if foreign(item, f.UID) != "" {
+				continue
+			}
+			remaining++
+			if item.DeletionTimestamp != nil {
+				continue
+			}
+			if err := deleteExact(ctx, c, f, item, &res); err != nil {
+				return remaining, err
+			}
+		}
+	}
+	return remaining, nil
 }

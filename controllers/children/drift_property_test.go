@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -204,5 +205,42 @@ func TestANetworkPolicyWidenedInsideARuleIsRestored(t *testing.T) {
 		if d := drift.Diff(rendering, restored); d != nil || counting.writes.Load() != 1 {
 			t.Fatalf("%s: after one pass (%d writes, applied %v) the policy still differs at %q", edit.what, counting.writes.Load(), res.Applied, d)
 		}
+	}
+}
+
+// TestAChildFromAnEarlierReleaseLosesTheFleetAsItsController: children carry no owner reference
+// (a cascade would delete them before the members are gone); one an earlier release set is
+// removed on the next pass, and other owners' references stay.
+func TestAChildFromAnEarlierReleaseLosesTheFleetAsItsController(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := fleetIn(t, "persistent", ns)
+	objs, err := testRenderer.Render(f, testFacts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if len(o.GetOwnerReferences()) != 0 {
+			t.Fatalf("%s %s is rendered with owner references %v", o.GetKind(), o.GetName(), o.GetOwnerReferences())
+		}
+	}
+	a := &Applier{}
+	if _, err := a.Apply(context.Background(), c, f, objs); err != nil {
+		t.Fatal(err)
+	}
+	np := mustExist(t, c, gvkNetworkPolicy, ns, f.Name)
+	np.SetOwnerReferences([]metav1.OwnerReference{
+		{APIVersion: v1.GroupVersion.String(), Kind: "CelldFleet", Name: f.Name, UID: f.UID, Controller: new(true), BlockOwnerDeletion: new(false)},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: "audit", UID: "aaaa"},
+	})
+	if err := c.Update(context.Background(), np, client.FieldOwner("celld-operator-v0")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(context.Background(), c, f, objs); err != nil {
+		t.Fatal(err)
+	}
+	refs := mustExist(t, c, gvkNetworkPolicy, ns, f.Name).GetOwnerReferences()
+	if len(refs) != 1 || refs[0].UID != "aaaa" {
+		t.Fatalf("owner references = %v; want only the other owner's", refs)
 	}
 }

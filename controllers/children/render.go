@@ -18,7 +18,6 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/strvals"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
@@ -226,9 +225,11 @@ func decode(doc string) (*unstructured.Unstructured, error) {
 }
 
 // stamp forces what the Go side guarantees whatever the templates say: the fleet namespace, the
-// UID label, a controller reference (so garbage collection removes children with the fleet;
-// blockOwnerDeletion false because the operator needs no finalizer-like hold on children) and
-// the hash of the desired object.
+// UID label (the proof of ownership) and the hash of the desired object. Children carry no
+// owner reference on purpose: with one, a foreground or background cascade lets the garbage
+// collector delete the NetworkPolicy, Services and PDB while members still drain, opening peer
+// isolation during deletion. The deletion phase removes them itself once the last member is
+// gone.
 func stamp(u *unstructured.Unstructured, f *v1.CelldFleet) error {
 	if u.GetName() == "" || u.GetKind() == "" {
 		return errors.New("rendered object without kind or name")
@@ -240,14 +241,6 @@ func stamp(u *unstructured.Unstructured, f *v1.CelldFleet) error {
 	}
 	labels[v1.LabelFleetUID] = string(f.UID)
 	u.SetLabels(labels)
-	u.SetOwnerReferences([]metav1.OwnerReference{{
-		APIVersion:         v1.GroupVersion.String(),
-		Kind:               "CelldFleet",
-		Name:               f.Name,
-		UID:                f.UID,
-		Controller:         new(true),
-		BlockOwnerDeletion: new(false),
-	}})
 	b, err := u.MarshalJSON()
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +17,9 @@ import (
 
 // deletion runs while the fleet is being deleted: routing closes at once, then the workload
 // is deleted in the foreground (members drain on SIGTERM), then every claim of the fleet,
-// removed members' included, then the finalizer. The reservation stays: a bucket is never
+// removed members' included, then the static children (the NetworkPolicy and PDB outlive the
+// last member, whatever cascade the user chose: they carry no owner reference the garbage
+// collector could follow), then the finalizer. The reservation stays: a bucket is never
 // released.
 func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
@@ -26,11 +29,15 @@ func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 	if !controllerutil.ContainsFinalizer(f, v1.FinalizerLifecycleProtection) {
 		return true, nil
 	}
-	// Routing closes as soon as deletion starts: the chart renders no route for a deleting
-	// fleet, so applying the children removes it. A child the fleet cannot apply (a foreign
-	// object, say) never holds deletion back: the workload and claim steps below report.
-	if _, err := r.children(ctx, s); err != nil {
-		return true, err
+	membersGone := s.sts == nil && s.deploy == nil && len(s.claims) == 0 && len(s.pods) == 0
+	if !membersGone {
+		// Routing closes as soon as deletion starts: the chart renders no route for a
+		// deleting fleet, so applying the children removes it, while the isolation policy and
+		// the PDB stay applied. A child the fleet cannot apply (a foreign object, say) never
+		// holds deletion back: the workload and claim steps below report.
+		if _, err := r.children(ctx, s); err != nil {
+			return true, err
+		}
 	}
 	if err := r.releaseHolds(ctx, s); err != nil {
 		return true, err
@@ -40,6 +47,18 @@ func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 	}
 	if stop, err := r.deleteClaims(ctx, s); stop || err != nil {
 		return true, err
+	}
+	if !membersGone {
+		return true, nil // the next pass sees the members gone, and removes the children
+	}
+	remaining, err := r.Applier.RemoveAll(ctx, r.Direct, s.fleet)
+	if err != nil {
+		return true, err
+	}
+	if remaining > 0 {
+		s.verdict(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting %d Services, policies and routes", remaining))
+		s.result.RequeueAfter = time.Second
+		return true, nil
 	}
 	live := &v1.CelldFleet{}
 	if err := r.Client.Get(ctx, s.key, live); err != nil {

@@ -10,13 +10,9 @@ import (
 var unexercisedGrants = map[string]string{
 	"celld.eric.dev/celldfleets:list":                "the manager's informer (For(CelldFleet), the observer's cached List) lists when the API server does not stream watch-list",
 	"storage.k8s.io/storageclasses:list":             "the informer behind fleet/guards.go's cached StorageClass Get lists when watch-list is not streamed",
-	"celld.eric.dev/celldfleets/finalizers:update":   "children carry a blockOwnerDeletion owner reference; OwnerReferencesPermissionEnforcement (OpenShift) checks this (the local cluster does not enable it)",
 	"celld.eric.dev/celldstoragereservations:update": "fleet/reservation_phase.go updates a reservation it adopts",
 	"core/events:patch":                              "client-go's event correlator patches a repeated event (leader election) instead of creating one",
 	"events.k8s.io/events:patch":                     "the events.k8s.io recorder patches the series of a repeated fleet event",
-	"core/services:delete":                           "children/apply.go prune deletes a Service the chart no longer renders",
-	"networking.k8s.io/networkpolicies:delete":       "children prune and children/routing.go delete the routing NetworkPolicy",
-	"policy/poddisruptionbudgets:delete":             "children/apply.go prune",
 	"core/pods:get":                                  "fleet/healing.go re-reads a replacement's victim Pod",
 	"core/pods:update":                               "fleet/healing.go adds and clears the replacement-handoff finalizer",
 	"core/pods:patch":                                "fleet/deletion.go releaseHold removes the replacement-handoff finalizer",
