@@ -228,16 +228,7 @@ func TestABucketIsReservedToOneFleetUIDForever(t *testing.T) {
 	assertNothingProvisioned(t, admin, ns, "second")
 
 	// Recreate "first" under the same name: a new UID does not inherit the reservation.
-	live := &v1.CelldFleet{}
-	_ = admin.Get(context.Background(), client.ObjectKeyFromObject(first), live)
-	live.Finalizers = nil
-	if err := admin.Update(context.Background(), live); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Delete(context.Background(), live); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, admin, live)
+	forceDelete(t, admin, first)
 	again := createFleet(t, admin, ns, "first", ns+"-shared", nil)
 	reconcile(t, r, again)
 	if b := blocked(t, admin, again); b.Reason != v1.ReasonStorageScopeConflict {
@@ -307,6 +298,24 @@ func TestInvalidSpecFailsClosed(t *testing.T) {
 	}
 }
 
+// forceDelete deletes a fleet without its finalizers (no controllers run here to finish a
+// deletion) and waits until it is gone.
+func forceDelete(t *testing.T, admin client.Client, f *v1.CelldFleet) {
+	t.Helper()
+	live := &v1.CelldFleet{}
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(f), live); err != nil {
+		t.Fatal(err)
+	}
+	live.Finalizers = nil
+	if err := admin.Update(context.Background(), live); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Delete(context.Background(), live); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, admin, live)
+}
+
 func waitGone(t *testing.T, admin client.Client, obj client.Object) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -365,18 +374,7 @@ func TestAGoneFleetIsForgotten(t *testing.T) {
 	if r.Children.Cached() != 1 || r.Drift.Len() == 0 {
 		t.Fatalf("a live fleet's render (%d cached) and workload verdict (%d) must be kept", r.Children.Cached(), r.Drift.Len())
 	}
-	live := &v1.CelldFleet{}
-	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(f), live); err != nil {
-		t.Fatal(err)
-	}
-	live.Finalizers = nil
-	if err := admin.Update(context.Background(), live); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.Delete(context.Background(), live); err != nil {
-		t.Fatal(err)
-	}
-	waitGone(t, admin, live)
+	forceDelete(t, admin, f)
 	reconcile(t, r, f)
 	if r.Children.Cached() != 0 || r.Drift.Len() != 0 {
 		t.Fatalf("after the fleet is gone, %d renders and %d verdicts are still kept", r.Children.Cached(), r.Drift.Len())

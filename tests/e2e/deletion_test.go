@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -81,28 +82,13 @@ func waitGarbageCollectorKnowsFleets(ctx context.Context, ns string) {
 }
 
 func metaItems(list client.ObjectList) []string {
+	GinkgoHelper()
+	items, err := meta.ExtractList(list)
+	Expect(err).NotTo(HaveOccurred())
 	var out []string
-	switch l := list.(type) {
-	case *corev1.PodList:
-		for _, i := range l.Items {
-			out = append(out, "Pod "+i.Name)
-		}
-	case *corev1.PersistentVolumeClaimList:
-		for _, i := range l.Items {
-			out = append(out, "PersistentVolumeClaim "+i.Name)
-		}
-	case *corev1.ServiceList:
-		for _, i := range l.Items {
-			out = append(out, "Service "+i.Name)
-		}
-	case *networkingv1.NetworkPolicyList:
-		for _, i := range l.Items {
-			out = append(out, "NetworkPolicy "+i.Name)
-		}
-	case *policyv1.PodDisruptionBudgetList:
-		for _, i := range l.Items {
-			out = append(out, "PodDisruptionBudget "+i.Name)
-		}
+	for _, it := range items {
+		o := it.(client.Object)
+		out = append(out, fmt.Sprintf("%T %s", o, o.GetName()))
 	}
 	return out
 }
