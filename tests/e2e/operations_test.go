@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/tests/e2e/framework"
 )
 
@@ -99,6 +100,26 @@ var _ = Describe("operations on a running fleet", func() {
 		waitFleetReady(ctx, ns, name, 3)
 		Expect(claimUIDs(ctx, ns)).To(Equal(claims), "every member returns on its own disk")
 		expectNoOperatorDeletes(ns, "every member killed at once")
+	})
+
+	It("stays Provisioning, saying why, when the mesh is requested and no proxy is injected", func(ctx context.Context) {
+		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		patchFleet(ctx, ns, name, `{"spec":{"mesh":{"istio":{}}}}`) // and no injector runs here
+		waiting := func(g Gomega) {
+			g.Expect(condition(ctx, ns, name, v1.ConditionProgressing)).To(Equal("True/" + v1.ReasonProvisioning))
+			g.Expect(conditionMessage(getFleet(ctx, ns, name), v1.ConditionProgressing)).To(ContainSubstring("verify Istio injection"))
+		}
+		framework.EventuallyWithin(ctx, 2*framework.Medium, func(g Gomega) {
+			waiting(g)
+			pods := livePods(ctx, ns, name)
+			g.Expect(pods).To(HaveLen(3))
+			for _, p := range pods {
+				g.Expect(p.Labels).To(HaveKeyWithValue(framework.InjectLabel, "true"), "member %s is not on the meshed template yet", p.Name)
+				g.Expect(children.HasProxy(&p.Spec)).To(BeFalse(), "member %s has a proxy, but no injector runs", p.Name)
+			}
+		}).Should(Succeed())
+		Consistently(ctx, waiting).WithTimeout(3*time.Second).WithPolling(framework.Poll).Should(Succeed(), "the fleet stopped saying why it waits")
 	})
 
 	It("reports Deleting while the fleet is deleted", func(ctx context.Context) {
