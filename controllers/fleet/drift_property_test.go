@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -111,9 +112,12 @@ func TestATemplateEditInTheSameSecondAsTheOperatorsWriteIsReverted(t *testing.T)
 	want := sts.Spec.Template.Spec.Containers[0].Image
 	var sameSecond bool
 	for attempt := range 3 {
-		// Start just after a second begins, so the operator's write and the edit share it
-		// (this aligns with the wall clock; it waits for no state).
-		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		// Start just after a second begins, so the operator's write and the edit share it.
+		if err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
+			return time.Now().Nanosecond() < int(50*time.Millisecond), nil
+		}); err != nil {
+			t.Fatal(err)
+		}
 		live := &v1.CelldFleet{}
 		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(f), live); err != nil {
 			t.Fatal(err)

@@ -79,8 +79,9 @@ var _ = Describe("drift repair", func() {
 		var sameSecond bool
 		for attempt := range 3 {
 			// Start just after a second begins, so the operator's write and the edit share it.
-			// This aligns with the wall clock; it waits for no state.
-			time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+			framework.EventuallyWithin(ctx, 2*time.Second, func() bool {
+				return time.Now().Nanosecond() < int(50*time.Millisecond)
+			}).WithPolling(5 * time.Millisecond).Should(BeTrue())
 			token := fmt.Sprintf("drift-%d", attempt)
 			patchFleet(ctx, ns, name, fmt.Sprintf(`{"spec":{"maintenance":{"restartToken":%q}}}`, token))
 			sts := &appsv1.StatefulSet{}
