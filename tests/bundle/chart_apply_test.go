@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -69,8 +70,10 @@ func TestChartFleetNamespacesMustExist(t *testing.T) {
 }
 
 // createAll creates objs in Helm's order (CRDs first, established before anything else) and,
-// when the test ends, deletes the cluster-scoped ones so the next case can create them again.
-// Namespaced objects stay in their case's namespace.
+// when the test ends, deletes the cluster-scoped ones but the CRDs so the next case can create
+// them again. Every case renders the same CRDs: a case after the first finds them, and they
+// must equal its own (a CRD's deletion waits on the API server's finalizer, which a loaded
+// machine can hold for minutes). Namespaced objects stay in their case's namespace.
 func createAll(ctx context.Context, t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
 	t.Helper()
 	crds, rest := []*unstructured.Unstructured{}, []*unstructured.Unstructured{}
@@ -84,10 +87,16 @@ func createAll(ctx context.Context, t *testing.T, c client.Client, objs []*unstr
 	var created []*unstructured.Unstructured
 	t.Cleanup(func() { deleteClusterScoped(t, c, created) })
 	for _, o := range crds {
-		if err := c.Create(ctx, o.DeepCopy()); err != nil {
+		err := c.Create(ctx, o.DeepCopy())
+		if apierrors.IsAlreadyExists(err) {
+			if first, ok := renderedCRDs[o.GetName()]; !ok || !equality.Semantic.DeepEqual(first, o.Object["spec"]) {
+				t.Fatalf("CRD %s of this case differs from the one an earlier case created", o.GetName())
+			}
+		} else if err == nil {
+			renderedCRDs[o.GetName()] = o.Object["spec"]
+		} else {
 			t.Fatalf("create CRD %s: %v", o.GetName(), err)
 		}
-		created = append(created, o)
 		waitEstablished(ctx, t, c, o.GetName())
 	}
 	for _, o := range rest {
@@ -98,6 +107,9 @@ func createAll(ctx context.Context, t *testing.T, c client.Client, objs []*unstr
 		created = append(created, o)
 	}
 }
+
+// renderedCRDs are the CRD specs the first install case created, by name.
+var renderedCRDs = map[string]any{}
 
 func deleteClusterScoped(t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

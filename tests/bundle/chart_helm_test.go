@@ -28,8 +28,9 @@ const fleetCRD = "celldfleets.celld.eric.dev"
 func TestChartHelmUpgradesCRDsAndUninstallKeepsThem(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := chartServer.Client(t)
-	kubeconfig := chartKubeconfig(t)
+	server := ownChartServer(t)
+	c := server.Client(t)
+	kubeconfig := chartKubeconfig(t, server)
 	const ns, release = "chart-helm", "celld-operator"
 	helm := func(args ...string) {
 		t.Helper()
@@ -37,19 +38,6 @@ func TestChartHelmUpgradesCRDsAndUninstallKeepsThem(t *testing.T) {
 			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
-	t.Cleanup(func() {
-		_, _ = runHelm(t, kubeconfig, "uninstall", release, "-n", ns)
-		var crds []*unstructured.Unstructured
-		for _, name := range []string{fleetCRD, "celldstoragereservations.celld.eric.dev"} {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion("apiextensions.k8s.io/v1")
-			u.SetKind("CustomResourceDefinition")
-			u.SetName(name)
-			crds = append(crds, u)
-		}
-		deleteClusterScoped(t, c, crds)
-	})
-
 	helm("install", release, repo(t, chartDir), "--create-namespace")
 	crd := getCRD(ctx, t, c, fleetCRD)
 	if crd.Annotations["helm.sh/resource-policy"] != "keep" || crd.Annotations["meta.helm.sh/release-name"] != release {
@@ -99,17 +87,14 @@ func TestChartHelmUpgradesCRDsAndUninstallKeepsThem(t *testing.T) {
 func TestChartHelmAdoptsCRDsOfAnOlderInstall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := chartServer.Client(t)
-	kubeconfig := chartKubeconfig(t)
+	server := ownChartServer(t)
+	c := server.Client(t)
+	kubeconfig := chartKubeconfig(t, server)
 	const ns, release = "chart-adopt", "celld-operator"
 	var crds []*unstructured.Unstructured
 	for _, path := range []string{"celld.eric.dev_celldfleets.yaml", "celld.eric.dev_celldstoragereservations.yaml"} {
 		crds = append(crds, objects(t, repo(t, "config", "crd", "bases", path))...)
 	}
-	t.Cleanup(func() {
-		_, _ = runHelm(t, kubeconfig, "uninstall", release, "-n", ns)
-		deleteClusterScoped(t, c, crds)
-	})
 	for _, crd := range crds {
 		if err := c.Create(ctx, crd.DeepCopy()); err != nil {
 			t.Fatal(err)

@@ -20,7 +20,22 @@ import (
 
 // chartServer is the real etcd and kube-apiserver the chart's renders are created on, started
 // by the first test that needs it.
-var chartServer = &apiserver.Shared{Schemes: []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme}}
+var chartServer = newChartServer()
+
+func newChartServer() *apiserver.Shared {
+	return &apiserver.Shared{Schemes: []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme}}
+}
+
+// ownChartServer gives a test a real API server of its own, stopped when the test ends: a test
+// that installs and uninstalls cluster-scoped objects (CRDs above all, whose deletion waits on
+// the API server's own finalizer) then never depends on another test's clean-up.
+func ownChartServer(t *testing.T) *apiserver.Shared {
+	t.Helper()
+	s := newChartServer()
+	t.Cleanup(s.Stop)
+	s.Client(t)
+	return s
+}
 
 // helmCLI is the helm command built from the Helm module go.mod pins (see helmBinary).
 var helmCLI struct {
@@ -83,11 +98,11 @@ func runHelm(t *testing.T, kubeconfig string, args ...string) (string, error) {
 	return string(out), err
 }
 
-// chartKubeconfig writes a kubeconfig for chartServer's admin, for the helm CLI.
-func chartKubeconfig(t *testing.T) string {
+// chartKubeconfig writes a kubeconfig for the admin of server s, for the helm CLI.
+func chartKubeconfig(t *testing.T, s *apiserver.Shared) string {
 	t.Helper()
-	chartServer.Client(t)
-	cfg := chartServer.Config()
+	s.Client(t)
+	cfg := s.Config()
 	server := cfg.Host
 	if !strings.Contains(server, "://") {
 		server = "https://" + server
