@@ -99,7 +99,9 @@ func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus
 	} else {
 		set(v1.ConditionMaintenancePaused, false, v1.ReasonNotPaused, "Workload changes are applied")
 	}
-	if live.DeletionTimestamp != nil {
+	// The pass's own read of the fleet decides, as it decided the reason: a fresher read here
+	// could say Deleting while the reason is still the previous pass's.
+	if f.DeletionTimestamp != nil {
 		set(v1.ConditionDeleting, true, v1.ReasonDeleting, msg)
 	} else {
 		set(v1.ConditionDeleting, false, v1.ReasonNotDeleting, "The fleet is not being deleted")

@@ -130,9 +130,10 @@ var _ = Describe("operations on a running fleet", func() {
 		}
 		Expect(condition(ctx, ns, name, v1.ConditionDeleting)).To(Equal("False/" + v1.ReasonNotDeleting))
 		Expect(kube().Delete(ctx, getFleet(ctx, ns, name))).To(Succeed())
-		framework.EventuallyWithin(ctx, framework.Short, func() string { return condition(ctx, ns, name, v1.ConditionDeleting) }).
-			Should(Equal("True/" + v1.ReasonDeleting))
-		Expect(condition(ctx, ns, name, v1.ConditionBlocked)).To(Equal("False/" + v1.ReasonDeleting))
+		framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
+			g.Expect(condition(ctx, ns, name, v1.ConditionDeleting)).To(Equal("True/" + v1.ReasonDeleting))
+			g.Expect(condition(ctx, ns, name, v1.ConditionBlocked)).To(Equal("False/" + v1.ReasonDeleting))
+		}).Should(Succeed())
 		framework.EventuallyWithin(ctx, 2*framework.Medium, func() bool {
 			return apierrors.IsNotFound(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &v1.CelldFleet{}))
 		}).Should(BeTrue())
