@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -134,7 +135,7 @@ func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 			return fmt.Errorf("create %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
 		}
-		log.FromContext(ctx).Info("mutation", "action", "create", "fleet", owner(f), "object", kind+"/"+want.GetName(), "why", "the chart renders it and it did not exist")
+		logMutation(ctx, f, "create", kind+"/"+want.GetName(), "the chart renders it and it did not exist")
 		a.drift.Written(owner(f), drift.Merge(obj, want, staleAnnotations(want, obj)...), obj)
 		res.Applied = append(res.Applied, kind+"/"+want.GetName())
 		return nil
@@ -155,8 +156,7 @@ func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	if err := c.Update(ctx, obj, client.FieldOwner(FieldOwner)); err != nil {
 		return fmt.Errorf("restore %s %s/%s to its rendering: %w", kind, want.GetNamespace(), want.GetName(), err)
 	}
-	log.FromContext(ctx).Info("mutation", "action", "restore", "fleet", owner(f), "object", kind+"/"+want.GetName(),
-		"why", "its content differs from the rendering (a spec change or a hand edit)", "paths", paths)
+	logMutation(ctx, f, "restore", kind+"/"+want.GetName(), "its content differs from the rendering (a spec change or a hand edit)", "paths", paths)
 	a.drift.Written(owner(f), merged, obj)
 	res.Applied = append(res.Applied, kind+"/"+want.GetName())
 	return nil
@@ -180,10 +180,15 @@ func staleAnnotations(want, live *unstructured.Unstructured) []string {
 }
 
 // owner groups a fleet's remembered drift verdicts, so Forget drops them with the fleet.
-func owner(f *v1.CelldFleet) string { return f.Namespace + "/" + f.Name }
+func owner(f *v1.CelldFleet) types.NamespacedName { return client.ObjectKeyFromObject(f) }
 
-// Forget drops what the applier remembers of the fleet namespace/name (a fleet that is gone).
-func (a *Applier) Forget(namespace, name string) { a.drift.Forget(namespace + "/" + name) }
+// Forget drops what the applier remembers of the fleet (a fleet that is gone).
+func (a *Applier) Forget(fleet types.NamespacedName) { a.drift.Forget(fleet) }
+
+// logMutation writes the one structured line every change the operator makes carries.
+func logMutation(ctx context.Context, f *v1.CelldFleet, action, object, why string, kv ...any) {
+	log.FromContext(ctx).Info("mutation", append([]any{"action", action, "fleet", owner(f).String(), "object", object, "why", why}, kv...)...)
+}
 
 // prune deletes owned children of chart kinds that the chart no longer renders.
 func (a *Applier) prune(ctx context.Context, c client.Client, f *v1.CelldFleet, core []*unstructured.Unstructured, res *Result) error {
@@ -196,19 +201,12 @@ func (a *Applier) prune(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 		desired[key{o.GroupVersionKind(), o.GetName()}] = true
 	}
 	for _, gvk := range pruneKinds {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		err := c.List(ctx, list, client.InNamespace(f.Namespace), client.MatchingLabels{v1.LabelFleetUID: string(f.UID)})
-		if meta.IsNoMatchError(err) {
-			continue // the API is not served, so nothing of this kind exists
-		}
+		items, err := listOwned(ctx, c, f, gvk)
 		if err != nil {
-			return fmt.Errorf("list %s of fleet %s: %w", gvk.Kind, f.Name, err)
+			return err
 		}
-		for i := range list.Items {
-			item := &list.Items[i]
-			item.SetGroupVersionKind(gvk)
-			if desired[key{gvk, item.Name}] || foreign(item, f.UID) != "" || item.DeletionTimestamp != nil {
+		for _, item := range items {
+			if desired[key{gvk, item.Name}] || item.DeletionTimestamp != nil {
 				continue
 			}
 			if err := deleteExact(ctx, c, f, item, res); err != nil {
@@ -219,6 +217,29 @@ func (a *Applier) prune(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	return nil
 }
 
+// listOwned lists the fleet's children of one prunable kind by its UID label, leaving out any
+// another controller claims; none when the kind's API is not served (nothing of it can exist).
+func listOwned(ctx context.Context, c client.Client, f *v1.CelldFleet, gvk schema.GroupVersionKind) ([]*metav1.PartialObjectMetadata, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	err := c.List(ctx, list, client.InNamespace(f.Namespace), client.MatchingLabels{v1.LabelFleetUID: string(f.UID)})
+	if meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s of fleet %s: %w", gvk.Kind, f.Name, err)
+	}
+	var out []*metav1.PartialObjectMetadata
+	for i := range list.Items {
+		item := &list.Items[i]
+		item.SetGroupVersionKind(gvk)
+		if foreign(item, f.UID) == "" {
+			out = append(out, item)
+		}
+	}
+	return out, nil
+}
+
 // deleteExact deletes the very object that was read: UID and resourceVersion preconditions make
 // a replaced or changed object survive, and the next reconcile decides again.
 func deleteExact(ctx context.Context, c client.Client, f *v1.CelldFleet, obj client.Object, res *Result) error {
@@ -227,8 +248,7 @@ func deleteExact(ctx context.Context, c client.Client, f *v1.CelldFleet, obj cli
 	switch {
 	case err == nil:
 		res.Deleted = append(res.Deleted, obj.GetObjectKind().GroupVersionKind().Kind+"/"+obj.GetName())
-		log.FromContext(ctx).Info("mutation", "action", "delete", "fleet", owner(f),
-			"object", obj.GetObjectKind().GroupVersionKind().Kind+"/"+obj.GetName(), "why", "the chart no longer renders it, or routing changed")
+		logMutation(ctx, f, "delete", obj.GetObjectKind().GroupVersionKind().Kind+"/"+obj.GetName(), "the chart no longer renders it, the routing changed, or the fleet is gone")
 		return nil
 	case apierrors.IsNotFound(err):
 		return nil
@@ -265,21 +285,11 @@ func (a *Applier) RemoveAll(ctx context.Context, c client.Client, f *v1.CelldFle
 		}
 	}
 	for _, gvk := range pruneKinds {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		err := c.List(ctx, list, client.InNamespace(f.Namespace), client.MatchingLabels{v1.LabelFleetUID: string(f.UID)})
-		if meta.IsNoMatchError(err) {
-			continue
-		}
+		items, err := listOwned(ctx, c, f, gvk)
 		if err != nil {
-			return 0, fmt.Errorf("list %s of deleted fleet %s: %w", gvk.Kind, f.Name, err)
+			return 0, err
 		}
-		for i := range list.Items {
-			item := &list.Items[i]
-			item.SetGroupVersionKind(gvk)
-			if foreign(item, f.UID) != "" {
-				continue
-			}
+		for _, item := range items {
 			remaining++
 			if item.DeletionTimestamp != nil {
 				continue

@@ -43,7 +43,7 @@ type Renderer struct {
 
 type cachedRender struct {
 	key   string
-	owner string // the fleet's namespace/name, for ForgetFleet
+	owner types.NamespacedName // the fleet's key, for ForgetFleet
 	objs  []*unstructured.Unstructured
 }
 
@@ -103,7 +103,7 @@ func (r *Renderer) Render(f *v1.CelldFleet, facts OperatorFacts) ([]*unstructure
 		return nil, err
 	}
 	r.mu.Lock()
-	r.cache[f.UID] = cachedRender{key: key, owner: f.Namespace + "/" + f.Name, objs: objs}
+	r.cache[f.UID] = cachedRender{key: key, owner: types.NamespacedName{Namespace: f.Namespace, Name: f.Name}, objs: objs}
 	r.renders++
 	r.mu.Unlock()
 	return deepCopyAll(objs), nil
@@ -116,13 +116,13 @@ func (r *Renderer) Forget(uid types.UID) {
 	r.mu.Unlock()
 }
 
-// ForgetFleet drops the cached renders of every fleet named namespace/name (a fleet that is
-// gone, known by name only), so the cache holds live fleets alone.
-func (r *Renderer) ForgetFleet(namespace, name string) {
+// ForgetFleet drops the cached renders of every fleet with this key (a fleet that is gone,
+// known by name only), so the cache holds live fleets alone.
+func (r *Renderer) ForgetFleet(fleet types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for uid, c := range r.cache {
-		if c.owner == namespace+"/"+name {
+		if c.owner == fleet {
 			delete(r.cache, uid)
 		}
 	}

@@ -12,20 +12,23 @@ import (
 // Detector judges drift and remembers, per live object, the last pair of rendering and live
 // content it verified or wrote, so an unchanged pair costs no request. The zero value is ready
 // to use and a nil Detector remembers nothing (every Check asks the server); it is safe for
-// concurrent reconciles. Entries are grouped by an owner key (the
-// fleet's namespace/name) so a deleted fleet's entries can be forgotten.
+// concurrent reconciles. Entries are grouped by their fleet's key, so a deleted fleet's
+// entries can be forgotten.
 type Detector struct {
 	mu    sync.Mutex
 	clean map[types.UID]entry
 }
 
-type entry struct{ owner, key string }
+type entry struct {
+	owner types.NamespacedName
+	key   string
+}
 
 // Check returns the paths in which live differs from want (Merge's result for live) once the
 // API server has defaulted and admitted want, or nil when live already is want. It asks the
 // server with a dry-run update, which persists nothing, only when this pair of contents was not
 // verified before. opts are the options of the real update (its field manager).
-func (d *Detector) Check(ctx context.Context, c client.Client, owner string, live, want client.Object, opts ...client.UpdateOption) ([]string, error) {
+func (d *Detector) Check(ctx context.Context, c client.Client, owner types.NamespacedName, live, want client.Object, opts ...client.UpdateOption) ([]string, error) {
 	lc, err := Content(live)
 	if err != nil {
 		return nil, err
@@ -59,7 +62,7 @@ func (d *Detector) Check(ctx context.Context, c client.Client, owner string, liv
 
 // Written records that stored, the API server's answer to the operator's write of want, is
 // the rendering: the next Check of this pair costs nothing.
-func (d *Detector) Written(owner string, want, stored client.Object) {
+func (d *Detector) Written(owner types.NamespacedName, want, stored client.Object) {
 	wc, err1 := Content(want)
 	sc, err2 := Content(stored)
 	if err1 != nil || err2 != nil {
@@ -71,7 +74,7 @@ func (d *Detector) Written(owner string, want, stored client.Object) {
 }
 
 // Forget drops everything remembered for owner's objects (a fleet that is gone).
-func (d *Detector) Forget(owner string) {
+func (d *Detector) Forget(owner types.NamespacedName) {
 	if d == nil {
 		return
 	}
@@ -103,7 +106,7 @@ func (d *Detector) verified(uid types.UID, key string) bool {
 	return uid != "" && d.clean[uid].key == key
 }
 
-func (d *Detector) remember(uid types.UID, owner, key string) {
+func (d *Detector) remember(uid types.UID, owner types.NamespacedName, key string) {
 	if d == nil || uid == "" {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func policy() map[string]any {
@@ -171,18 +172,20 @@ func TestMergeKeepsWhatOthersSetAndTheOperatorWins(t *testing.T) {
 
 func TestANilDetectorRemembersNothing(t *testing.T) {
 	var d *Detector
-	d.remember("u", "o", "k")
-	d.Forget("o")
+	o := types.NamespacedName{Namespace: "ns", Name: "o"}
+	d.remember("u", o, "k")
+	d.Forget(o)
 	if d.verified("u", "k") || d.Len() != 0 {
 		t.Fatal("a nil detector must remember nothing")
 	}
 	var z Detector
-	z.remember("u", "ns/f", "k")
-	z.remember("v", "ns/g", "k")
+	f, g := types.NamespacedName{Namespace: "ns", Name: "f"}, types.NamespacedName{Namespace: "ns", Name: "g"}
+	z.remember("u", f, "k")
+	z.remember("v", g, "k")
 	if !z.verified("u", "k") || z.verified("u", "other") {
 		t.Fatal("a remembered pair is verified, another is not")
 	}
-	z.Forget("ns/f")
+	z.Forget(f)
 	if z.verified("u", "k") || z.Len() != 1 {
 		t.Fatal("Forget drops exactly the owner's entries")
 	}

@@ -9,6 +9,6 @@ import (
 // logMutation writes the one structured line every mutation of the operator carries: what it
 // did, to which object of which fleet, and why. Read the operator log for "mutation" to see
 // everything the operator changed.
-func logMutation(ctx context.Context, s *scope, action, object, why string) {
-	log.FromContext(ctx).Info("mutation", "action", action, "fleet", s.fleet.Namespace+"/"+s.fleet.Name, "object", object, "why", why)
+func logMutation(ctx context.Context, s *scope, action, object, why string, kv ...any) {
+	log.FromContext(ctx).Info("mutation", append([]any{"action", action, "fleet", s.key.String(), "object", object, "why", why}, kv...)...)
 }

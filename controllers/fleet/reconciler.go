@@ -61,12 +61,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.metrics.forget(req.Namespace, req.Name)
 			// The fleet is gone: nothing remembered of it may outlive it.
-			r.Drift.Forget(req.Namespace + "/" + req.Name)
+			r.Drift.Forget(req.NamespacedName)
 			if r.Applier != nil {
-				r.Applier.Forget(req.Namespace, req.Name)
+				r.Applier.Forget(req.NamespacedName)
 			}
 			if r.Children != nil {
-				r.Children.ForgetFleet(req.Namespace, req.Name)
+				r.Children.ForgetFleet(req.NamespacedName)
 			}
 			return ctrl.Result{}, nil
 		}

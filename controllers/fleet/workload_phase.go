@@ -6,7 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/drift"
@@ -45,7 +44,7 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 	if s.sts != nil {
 		want = statefulSetUpdate(s.sts, desired)
 		var err error
-		if drifted, err = r.Drift.Check(ctx, r.Direct, owner(f), s.sts, want, client.FieldOwner(FieldOwner)); err != nil {
+		if drifted, err = r.Drift.Check(ctx, r.Direct, s.key, s.sts, want, client.FieldOwner(FieldOwner)); err != nil {
 			return true, fmt.Errorf("compare StatefulSet %s/%s with its rendering: %w", f.Namespace, f.Name, err)
 		}
 	}
@@ -61,7 +60,7 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 	desired.Spec.Replicas = new(next)
 	s.heal = &step.Heal
 	if s.sts == nil {
-		if err := r.create(ctx, desired); err != nil {
+		if err := r.create(ctx, s, desired); err != nil {
 			return true, err
 		}
 		s.verdict(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
@@ -82,7 +81,7 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	desired := workload.Deployment(f, r.workloadOptions(s), f.DesiredReplicas())
 	if s.deploy == nil {
-		if err := r.create(ctx, desired); err != nil {
+		if err := r.create(ctx, s, desired); err != nil {
 			return true, err
 		}
 		s.verdict(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
@@ -93,7 +92,7 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 	}
 	d := s.deploy
 	want := deploymentUpdate(d, desired)
-	drifted, err := r.Drift.Check(ctx, r.Direct, owner(f), d, want, client.FieldOwner(FieldOwner))
+	drifted, err := r.Drift.Check(ctx, r.Direct, s.key, d, want, client.FieldOwner(FieldOwner))
 	if err != nil {
 		return true, fmt.Errorf("compare Deployment %s/%s with its rendering: %w", f.Namespace, f.Name, err)
 	}
@@ -172,8 +171,8 @@ func (r *Reconciler) converge(ctx context.Context, s *scope, live, want client.O
 	if len(drifted) > 0 {
 		why = "the live spec differs from the rendering (a spec change or a hand edit); " + why
 	}
-	log.FromContext(ctx).Info("mutation", "action", "update", "fleet", s.fleet.Namespace+"/"+s.fleet.Name, "object", kindOf(live)+"/"+live.GetName(), "why", why, "paths", drifted)
-	r.Drift.Written(owner(s.fleet), want, obj)
+	logMutation(ctx, s, "update", kindOf(live)+"/"+live.GetName(), why, "paths", drifted)
+	r.Drift.Written(s.key, want, obj)
 	return nil
 }
 
@@ -203,17 +202,13 @@ func deploymentUpdate(live, desired *appsv1.Deployment) *appsv1.Deployment {
 	return want
 }
 
-// owner groups a fleet's remembered drift verdicts, so they are forgotten with the fleet.
-func owner(f *v1.CelldFleet) string { return f.Namespace + "/" + f.Name }
-
 // create creates a workload by server-side apply, so the operator's field manager owns it
 // from the first write.
-func (r *Reconciler) create(ctx context.Context, desired client.Object) error {
+func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object) error {
 	if err := r.Direct.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("create %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
 	}
-	log.FromContext(ctx).Info("mutation", "action", "create", "fleet", desired.GetNamespace()+"/"+desired.GetName(),
-		"object", kindOf(desired)+"/"+desired.GetName(), "why", "the fleet has no workload")
+	logMutation(ctx, s, "create", kindOf(desired)+"/"+desired.GetName(), "the fleet has no workload")
 	return nil
 }
 
