@@ -68,7 +68,9 @@ func parseFlags(args []string) (*options, error) {
 	// them in production.
 	fs.DurationVar(&o.fleet.AbsorbWindow, "absorb-window", o.fleet.AbsorbWindow, "how long every other member must have been ready before a lone down member is replaced (testing only)")
 	fs.DurationVar(&o.fleet.TerminationMargin, "termination-margin", o.fleet.TerminationMargin, "how long past its grace a terminating member is force-deleted (testing only)")
-	fs.DurationVar(&o.fleet.RequeuePeriod, "requeue-period", o.fleet.RequeuePeriod, "how often a fleet is re-examined without events")
+	fs.DurationVar(&o.fleet.RequeuePeriod, "requeue-period", 0, "override of watches.yaml's reconcilePeriod: how often a settled fleet is re-examined without an event (default 10m)")
+	fs.DurationVar(&o.fleet.WaitingRequeue, "waiting-requeue-period", o.fleet.WaitingRequeue, "how often a fleet that waits for something no watch sees (blocked, provisioning) is re-examined (testing only)")
+	fs.IntVar(&o.fleet.MaxConcurrentReconciles, "max-concurrent-reconciles", 0, "override of watches.yaml's maxConcurrentReconciles (default 4)")
 	fs.BoolVar(&o.allowShortReplacementDelay, "unsafe-allow-short-replacement-delay", false, "accept --member-replacement-delay below 1m (e2e only)")
 	o.zap = zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	o.zap.BindFlags(fs)
@@ -133,10 +135,11 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := fleet.Setup(mgr, o.fleet, watches); err != nil {
+	r, err := fleet.Setup(mgr, o.fleet, watches)
+	if err != nil {
 		return fmt.Errorf("set up the fleet controller: %w", err)
 	}
-	if err := application.Add(mgr, application.DefaultOptions()); err != nil {
+	if err := application.Add(mgr, application.DefaultOptions(), r.Caches); err != nil {
 		return fmt.Errorf("set up the application observer: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -146,7 +149,9 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("starting celld-operator", "version", version, "networkPolicyEnforced", o.fleet.NetworkPolicyEnforced,
-		"memberReplacementDelay", o.fleet.MemberReplacementDelay.String(), "operatorNamespace", o.fleet.OperatorNamespace)
+		"memberReplacementDelay", o.fleet.MemberReplacementDelay.String(), "operatorNamespace", o.fleet.OperatorNamespace,
+		"resyncPeriod", r.Options.RequeuePeriod.String(), "maxConcurrentReconciles", r.Options.MaxConcurrentReconciles,
+		"watchDependentResources", r.Options.WatchDependentResources)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

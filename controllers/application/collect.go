@@ -29,7 +29,11 @@ func (o *Observer) Observe(ctx context.Context, live *v1.CelldFleet) (Result, er
 		return Aggregate(facts), nil
 	}
 
-	opening, err := takeInventory(ctx, o.Direct, f)
+	members, err := o.members(ctx, f.Namespace)
+	if err != nil {
+		return Result{}, err
+	}
+	opening, err := takeInventory(ctx, members, f)
 	if err != nil {
 		return Result{}, err
 	}
@@ -44,7 +48,7 @@ func (o *Observer) Observe(ctx context.Context, live *v1.CelldFleet) (Result, er
 
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closingTimeout)
 	defer cancel()
-	closing, err := takeInventory(cctx, o.Direct, f)
+	closing, err := takeInventory(cctx, members, f)
 	if err != nil {
 		return Result{}, err
 	}

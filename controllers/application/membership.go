@@ -60,7 +60,7 @@ func takeInventory(ctx context.Context, c client.Reader, f *v1.CelldFleet) (inve
 	key := client.ObjectKeyFromObject(f)
 	var wl client.Object
 	var replicas *int32
-	if statefulSet(f) {
+	if f.RunsAsStatefulSet() {
 		sts := &appsv1.StatefulSet{}
 		wl = sts
 		if err := c.Get(ctx, key, sts); err != nil {
@@ -75,9 +75,9 @@ func takeInventory(ctx context.Context, c client.Reader, f *v1.CelldFleet) (inve
 		}
 		replicas = d.Spec.Replicas
 	}
-	// the same ownership rule as the reconciler: the fleet's UID label and no owner, so a
-	// workload somebody else created under the fleet's name is never observed as the fleet
-	if wl.GetLabels()[v1.LabelFleetUID] != string(f.UID) || len(wl.GetOwnerReferences()) != 0 || wl.GetDeletionTimestamp() != nil {
+	// the reconciler's ownership rule (v1.CelldFleet.Owns), so a workload somebody else created
+	// under the fleet's name is never observed as the fleet
+	if !f.Owns(wl) || wl.GetDeletionTimestamp() != nil {
 		inv.verdict = v1.ReasonWorkloadUnavailable
 		inv.detail = fmt.Sprintf("workload %s is deleting or does not belong to the fleet", key)
 		return inv, nil
@@ -88,8 +88,8 @@ func takeInventory(ctx context.Context, c client.Reader, f *v1.CelldFleet) (inve
 	}
 
 	selector := client.MatchingLabels{v1.LabelFleetUID: string(f.UID)}
-	controllers := map[types.UID]bool{wl.GetUID(): statefulSet(f)}
-	if !statefulSet(f) {
+	controllers := map[types.UID]bool{wl.GetUID(): f.RunsAsStatefulSet()}
+	if !f.RunsAsStatefulSet() {
 		// a Deployment's Pods are controlled by its ReplicaSets, which carry the template labels
 		sets := &appsv1.ReplicaSetList{}
 		if err := c.List(ctx, sets, client.InNamespace(f.Namespace), selector); err != nil {
@@ -141,7 +141,7 @@ func statefulSet(f *v1.CelldFleet) bool {
 }
 
 func controllerKind(f *v1.CelldFleet) string {
-	if statefulSet(f) {
+	if f.RunsAsStatefulSet() {
 		return "StatefulSet"
 	}
 	return "ReplicaSet"

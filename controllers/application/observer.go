@@ -21,8 +21,13 @@ type Observer struct {
 	// Fleets lists and reads CelldFleets; the manager's cache is fine, since a fleet read a
 	// second late only delays an observation.
 	Fleets client.Reader
-	// Direct reads workloads, ReplicaSets and Pods from the API server: the membership proof
-	// needs two reads that a cache could not tell apart from one.
+	// Members reads a namespace's workloads, ReplicaSets and Pods: the fleet reconciler's
+	// namespace caches in production, so observing costs the API server no request. The
+	// opening and closing inventories are two reads of the informers' state; a change between
+	// them arrives as a watch event within milliseconds, much sooner than the members' /state
+	// answers, so the comparison still sees membership change during a collection.
+	Members Readers
+	// Direct reads them when Members is nil (tests).
 	Direct client.Reader
 	// Status applies status.application and ApplicationConverged; it is the only writer.
 	Status client.SubResourceWriter
@@ -34,6 +39,19 @@ type Observer struct {
 	mu       sync.Mutex
 	last     map[types.UID]observed
 	inflight map[types.UID]bool
+}
+
+// Readers give the reader of one namespace's fleet children.
+type Readers interface {
+	Reader(ctx context.Context, namespace string) (client.Reader, error)
+}
+
+// members is the reader of a namespace's workloads and Pods.
+func (o *Observer) members(ctx context.Context, ns string) (client.Reader, error) {
+	if o.Members == nil {
+		return o.Direct, nil
+	}
+	return o.Members.Reader(ctx, ns)
 }
 
 // observed is when a fleet was last observed and at which generation.
@@ -49,14 +67,16 @@ var (
 	_ manager.LeaderElectionRunnable = (*Observer)(nil)
 )
 
-// Add registers an Observer with the manager. It reads fleets from the manager's cache and
-// everything else, and status writes, through a cache-less client.
-func Add(mgr manager.Manager, o Options) error {
+// Add registers an Observer with the manager. It reads fleets from the manager's cache, each
+// fleet's workload and Pods through members (the fleet reconciler's namespace caches) and
+// writes status through a cache-less client.
+func Add(mgr manager.Manager, o Options, members Readers) error {
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return fmt.Errorf("application observer client: %w", err)
 	}
 	obs := New(mgr.GetClient(), direct, direct.Status(), o)
+	obs.Members = members
 	obs.log = mgr.GetLogger().WithName("application") // the manager's logger, like every controller
 	obs.metrics = defaultMetrics()
 	return mgr.Add(obs)

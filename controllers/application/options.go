@@ -39,7 +39,7 @@ type Options struct {
 	// MaxAge is how old a reading may be when the collection finishes (90 s).
 	MaxAge time.Duration
 	// Refresh is the longest time an unchanged observation goes without being written again
-	// (60 s). Writing every collection would rewrite every settled fleet every Interval only to
+	// (5 min). Writing every collection would rewrite every settled fleet every Interval only to
 	// move observedAt; refreshing it this often keeps observedAt usable as a liveness signal.
 	Refresh time.Duration
 	// Scan is how often the fleet list is walked for due fleets (1 s).
@@ -60,7 +60,7 @@ func DefaultOptions() Options {
 		Workers:  8,
 		Deadline: 10 * time.Second,
 		MaxAge:   90 * time.Second,
-		Refresh:  60 * time.Second,
+		Refresh:  5 * time.Minute,
 		Scan:     time.Second,
 		Fleets:   4,
 	}

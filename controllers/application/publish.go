@@ -72,7 +72,7 @@ func applyObject(live *v1.CelldFleet, r Result, now time.Time) (*unstructured.Un
 var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 1}
 
 // publish applies r to the fleet's /status with the observer's field manager. It re-reads the
-// fleet first and writes only to the fleet it observed: server-side apply ignores a UID in the
+// fleet (from the manager's cache) first and writes only to the fleet it observed: server-side apply ignores a UID in the
 // body, so a fleet deleted and recreated under the same name would otherwise receive its
 // predecessor's observation. The read's resourceVersion closes the gap between the check and
 // the write; a conflict (usually the reconciler's own status write) is retried on a fresh read.
@@ -80,7 +80,7 @@ var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, F
 func (o *Observer) publish(ctx context.Context, observed *v1.CelldFleet, r Result) error {
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		live := &v1.CelldFleet{}
-		if err := o.Direct.Get(ctx, client.ObjectKeyFromObject(observed), live); err != nil {
+		if err := o.Fleets.Get(ctx, client.ObjectKeyFromObject(observed), live); err != nil {
 			return err
 		}
 		if live.UID != observed.UID {

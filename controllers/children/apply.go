@@ -25,7 +25,11 @@ import (
 // only state it keeps is which live contents it has already verified as the rendering, so a
 // settled fleet costs no request. Use one Applier for the life of the operator.
 type Applier struct {
-	drift drift.Detector
+	// Direct, when set, is asked before a child is created: the client Apply is given may read
+	// from a cache that holds only the fleet's labelled objects, and a create by server-side
+	// apply onto an unseen foreign object would take it over.
+	Direct client.Reader
+	drift  drift.Detector
 }
 
 // Result is what one Apply did.
@@ -63,12 +67,12 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	// leave the fleet with, say, a policy but no Service.
 	lives := make([]*unstructured.Unstructured, len(core))
 	for i, o := range core {
-		live, err := getLive(ctx, c, o.GroupVersionKind(), f.Namespace, o.GetName())
+		live, err := a.desiredLive(ctx, c, o.GroupVersionKind(), f.Namespace, o.GetName())
 		if err != nil {
 			return res, err
 		}
 		if live != nil {
-			if why := foreign(live, f.UID); why != "" {
+			if why := foreign(live, f); why != "" {
 				obj := describe(live, o.GetKind())
 				msg := conflictMessage(o.GetKind(), f.Namespace, o.GetName(), why)
 				if f.Spec.Routing != nil && o.GetKind() == "Service" && o.GetName() == f.Name {
@@ -97,6 +101,16 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 		}
 	}
 	return res, nil
+}
+
+// desiredLive reads a child the chart renders; one the cache does not hold is looked up in the
+// API server before it is created.
+func (a *Applier) desiredLive(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	live, err := getLive(ctx, c, gvk, ns, name)
+	if err != nil || live != nil || a.Direct == nil {
+		return live, err
+	}
+	return getLive(ctx, a.Direct, gvk, ns, name)
 }
 
 // splitRouting separates the route and its policy (which follow the routing order) from the
@@ -206,7 +220,7 @@ func (a *Applier) prune(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 			return err
 		}
 		for _, item := range items {
-			if desired[key{gvk, item.Name}] || item.DeletionTimestamp != nil {
+			if desired[key{gvk, item.GetName()}] || item.GetDeletionTimestamp() != nil {
 				continue
 			}
 			if err := deleteExact(ctx, c, f, item, res); err != nil {
@@ -219,8 +233,10 @@ func (a *Applier) prune(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 
 // listOwned lists the fleet's children of one prunable kind by its UID label, leaving out any
 // another controller claims; none when the kind's API is not served (nothing of it can exist).
-func listOwned(ctx context.Context, c client.Client, f *v1.CelldFleet, gvk schema.GroupVersionKind) ([]*metav1.PartialObjectMetadata, error) {
-	list := &metav1.PartialObjectMetadataList{}
+// It lists unstructured objects, the form the applier reads children in, so a cache serves
+// reads and lists of a kind from one informer.
+func listOwned(ctx context.Context, c client.Reader, f *v1.CelldFleet, gvk schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	err := c.List(ctx, list, client.InNamespace(f.Namespace), client.MatchingLabels{v1.LabelFleetUID: string(f.UID)})
 	if meta.IsNoMatchError(err) {
@@ -229,11 +245,11 @@ func listOwned(ctx context.Context, c client.Client, f *v1.CelldFleet, gvk schem
 	if err != nil {
 		return nil, fmt.Errorf("list %s of fleet %s: %w", gvk.Kind, f.Name, err)
 	}
-	var out []*metav1.PartialObjectMetadata
+	var out []*unstructured.Unstructured
 	for i := range list.Items {
 		item := &list.Items[i]
 		item.SetGroupVersionKind(gvk)
-		if foreign(item, f.UID) == "" {
+		if foreign(item, f) == "" {
 			out = append(out, item)
 		}
 	}
@@ -274,7 +290,7 @@ func (a *Applier) RemoveAll(ctx context.Context, c client.Client, f *v1.CelldFle
 		if err != nil {
 			return 0, err
 		}
-		if live == nil || foreign(live, f.UID) != "" {
+		if live == nil || foreign(live, f) != "" {
 			continue
 		}
 		remaining++
@@ -291,7 +307,7 @@ func (a *Applier) RemoveAll(ctx context.Context, c client.Client, f *v1.CelldFle
 		}
 		for _, item := range items {
 			remaining++
-			if item.DeletionTimestamp != nil {
+			if item.GetDeletionTimestamp() != nil {
 				continue
 			}
 			if err := deleteExact(ctx, c, f, item, &res); err != nil {

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -36,7 +35,7 @@ func routingName(f *v1.CelldFleet) string { return f.Name + "-routing" }
 
 // getLive reads one object, nil when it does not exist or its API is not served (nothing of an
 // unserved kind can exist).
-func getLive(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+func getLive(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
@@ -49,18 +48,21 @@ func getLive(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, 
 	return nil, fmt.Errorf("read %s %s/%s: %w", gvk.Kind, ns, name, err)
 }
 
-// foreign says why this fleet may not touch a live object, or "" when it owns it: ownership is
-// the fleet UID label and no controller other than this fleet.
-func foreign(live client.Object, uid types.UID) string {
-	if got := live.GetLabels()[v1.LabelFleetUID]; got != string(uid) {
+// foreign says why this fleet may not touch a live object, or "" when it owns it
+// (v1.CelldFleet.Owns: the fleet UID label, and no controller other than this fleet).
+func foreign(live client.Object, f *v1.CelldFleet) string {
+	if f.Owns(live) {
+		return ""
+	}
+	if got := live.GetLabels()[v1.LabelFleetUID]; got != string(f.UID) {
 		return fmt.Sprintf("does not carry this fleet's %s label", v1.LabelFleetUID)
 	}
 	for _, ref := range live.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller && ref.UID != uid {
+		if ref.Controller != nil && *ref.Controller && ref.UID != f.UID {
 			return fmt.Sprintf("is controlled by %s %s", ref.Kind, ref.Name)
 		}
 	}
-	return ""
+	return "is not this fleet's"
 }
 
 func describe(u client.Object, kind string) string {

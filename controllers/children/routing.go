@@ -29,24 +29,28 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 	var liveRoute, livePolicy *unstructured.Unstructured
 	var err error
 	if route != nil {
-		if liveRoute, err = getLive(ctx, c, route.GroupVersionKind(), f.Namespace, name); err != nil {
+		if liveRoute, err = a.desiredLive(ctx, c, route.GroupVersionKind(), f.Namespace, name); err != nil {
 			return err
 		}
 		if liveRoute != nil {
-			if why := foreign(liveRoute, f.UID); why != "" {
+			if why := foreign(liveRoute, f); why != "" {
 				res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict,
 					conflictMessage(route.GetKind(), f.Namespace, name, why)+"; routing is left unchanged"))
 				return nil
 			}
 		}
 	}
-	if livePolicy, err = getLive(ctx, c, gvkNetworkPolicy, f.Namespace, name); err != nil {
+	readPolicy := getLive
+	if policy != nil {
+		readPolicy = a.desiredLive
+	}
+	if livePolicy, err = readPolicy(ctx, c, gvkNetworkPolicy, f.Namespace, name); err != nil {
 		return err
 	}
-	if livePolicy != nil && foreign(livePolicy, f.UID) != "" {
+	if livePolicy != nil && foreign(livePolicy, f) != "" {
 		if policy != nil {
 			res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict,
-				conflictMessage("NetworkPolicy", f.Namespace, name, foreign(livePolicy, f.UID))+"; routing is left unchanged"))
+				conflictMessage("NetworkPolicy", f.Namespace, name, foreign(livePolicy, f))+"; routing is left unchanged"))
 			return nil
 		}
 		livePolicy = nil // not ours to delete
@@ -63,7 +67,7 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 		if err != nil {
 			return err
 		}
-		if old == nil || foreign(old, f.UID) != "" {
+		if old == nil || foreign(old, f) != "" {
 			continue
 		}
 		pending = gvk.Kind
@@ -93,6 +97,12 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 		return err
 	}
 	return a.apply(ctx, c, f, route, liveRoute, res)
+}
+
+// InvalidRouting is RoutingReady of a fleet whose spec.routing failed validation (stored by an
+// older schema or past admission): routing is left exactly as it is.
+func InvalidRouting(f *v1.CelldFleet, message string) metav1.Condition {
+	return routingCondition(f, metav1.ConditionFalse, v1.ReasonInvalidConfiguration, message)
 }
 
 // RoutingStatus computes RoutingReady from the live route; use it when Apply left
@@ -130,7 +140,7 @@ func RoutingStatus(ctx context.Context, c client.Client, f *v1.CelldFleet) metav
 		}
 		return routingCondition(f, metav1.ConditionUnknown, v1.ReasonAwaitingAcceptance, fmt.Sprintf("HTTPRoute %s/%s does not exist yet", f.Namespace, name))
 	}
-	if why := foreign(u, f.UID); why != "" {
+	if why := foreign(u, f); why != "" {
 		return routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict, conflictMessage(gvk.Kind, f.Namespace, name, why))
 	}
 	if gvk == gvkIngress {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -16,8 +17,13 @@ import (
 // children renders the fleet's static children from the embedded chart and applies them:
 // Services, NetworkPolicies, the PodDisruptionBudget, routing and the mesh policies. It runs
 // while the fleet is paused (routing changes continue during maintenance) and during deletion
-// (the route closes at once); it is skipped only when nothing may be provisioned.
+// (the route closes at once); it is skipped when a blocker found earlier holds provisioning
+// back. A child it may not apply is a blocker too, and the pass goes on to heal the members
+// that already run.
 func (r *Reconciler) children(ctx context.Context, s *scope) (bool, error) {
+	if s.find.Blocked() {
+		return false, nil
+	}
 	if err := r.rememberMesh(ctx, s); err != nil {
 		return true, err
 	}
@@ -25,39 +31,71 @@ func (r *Reconciler) children(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return true, err // never prune routes on a failed discovery
 	}
-	objs, err := r.Children.Render(s.fleet, facts)
+	rendered := s.fleet
+	if s.routingInvalid {
+		// Render without the invalid block; Apply, given the fleet as it is, then keeps the
+		// existing route and policy as it does when a route cannot be rendered.
+		rendered = s.fleet.DeepCopy()
+		rendered.Spec.Routing = nil
+	}
+	objs, err := r.Children.Render(rendered, facts)
 	var blocked *children.BlockedError
 	if errors.As(err, &blocked) {
-		s.verdict(blocked.Reason, blocked.Message)
-		return true, nil
+		s.find.Block(blocked.Reason, blocked.Message)
+		return false, nil
 	}
 	if err != nil {
 		return true, err
 	}
-	res, err := r.Applier.Apply(ctx, r.Direct, s.fleet, objs)
+	res, err := r.Applier.Apply(ctx, s.kube, s.fleet, objs)
+	if refused(err) {
+		// Admission refused a child: a blocker, and the members that run are still healed.
+		s.find.Block(v1.ReasonInfrastructureBlocked, refusedMessage(s, err))
+		return false, nil
+	}
 	if errors.As(err, &blocked) {
-		s.verdict(blocked.Reason, blocked.Message)
+		s.find.Block(blocked.Reason, blocked.Message)
 		// A foreign application Service blocks the fleet and is routing's problem too: the
 		// route would send traffic to someone else's Pods, so RoutingReady says so.
-		s.routing = res.Routing
-		return true, nil
+		s.setRouting(res.Routing)
+		return false, nil
 	}
 	if err != nil {
 		return true, err
 	}
 	if res.Requeue {
-		s.result.RequeueAfter = time.Second
+		s.again(time.Second)
 	}
-	s.routing = res.Routing
-	if s.routing == nil {
-		c := children.RoutingStatus(ctx, r.Direct, s.fleet)
-		s.routing = &c
+	routing := res.Routing
+	if routing == nil {
+		c := children.RoutingStatus(ctx, s.kube, s.fleet)
+		routing = &c
 	}
-	if s.routing.Reason == v1.ReasonRoutingDisabled && meta.FindStatusCondition(s.fleet.Status.Conditions, v1.ConditionRoutingReady) == nil {
-		s.routing = nil // Disabled is written only over an existing condition
+	if routing.Reason == v1.ReasonRoutingDisabled && meta.FindStatusCondition(s.fleet.Status.Conditions, v1.ConditionRoutingReady) == nil {
+		routing = nil // Disabled is written only over an existing condition
 	}
-	s.meshMixed = facts.MeshMixed
+	s.setRouting(routing)
+	s.find.MeshMixed = facts.MeshMixed
 	return false, nil
+}
+
+// setRouting records the RoutingReady condition of the pass, unless validation already judged
+// the routing block invalid.
+func (s *scope) setRouting(c *metav1.Condition) {
+	if s.routing != nil && s.routing.Reason == v1.ReasonInvalidConfiguration {
+		return
+	}
+	s.routing = c
+	if c == nil {
+		s.find.RoutingWaits = false
+		return
+	}
+	switch c.Reason {
+	case v1.ReasonGatewayAPIUnavailable, v1.ReasonRoutingError, v1.ReasonServiceConflict, v1.ReasonRemovingRoute:
+		s.find.RoutingWaits = true
+	default:
+		s.find.RoutingWaits = false
+	}
 }
 
 func (r *Reconciler) operatorFacts(ctx context.Context, s *scope) (children.OperatorFacts, error) {
@@ -97,10 +135,7 @@ func (r *Reconciler) rememberMesh(ctx context.Context, s *scope) error {
 	if _, ok := f.Annotations[v1.AnnotationIstioControlPlane]; ok {
 		return nil
 	}
-	live := &v1.CelldFleet{}
-	if err := r.Client.Get(ctx, s.key, live); err != nil {
-		return err
-	}
+	live := s.live
 	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	if live.Annotations == nil {
 		live.Annotations = map[string]string{}

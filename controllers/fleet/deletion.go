@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -51,27 +49,44 @@ func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 	if !membersGone {
 		return true, nil // the next pass sees the members gone, and removes the children
 	}
-	remaining, err := r.Applier.RemoveAll(ctx, r.Direct, s.fleet)
+	remaining, err := r.Applier.RemoveAll(ctx, s.kube, s.fleet)
 	if err != nil {
 		return true, err
 	}
 	if remaining > 0 {
-		s.verdict(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting %d Services, policies and routes", remaining))
-		s.result.RequeueAfter = time.Second
+		s.deleting(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting %d Services, policies and routes", remaining))
+		s.again(time.Second)
 		return true, nil
 	}
-	live := &v1.CelldFleet{}
-	if err := r.Client.Get(ctx, s.key, live); err != nil {
-		return true, client.IgnoreNotFound(err)
+	if gone, err := r.goneForSure(ctx, s); err != nil || !gone {
+		s.again(time.Second)
+		return true, err
 	}
+	live := s.live
 	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(live, v1.FinalizerLifecycleProtection)
-	s.verdict(v1.ReasonDeleting, "Workload and disks deleted; releasing the fleet")
+	s.deleting(v1.ReasonDeleting, "Workload and disks deleted; releasing the fleet")
 	if err := r.Client.Patch(ctx, live, patch); err != nil {
 		return true, client.IgnoreNotFound(err)
 	}
 	logMutation(ctx, s, "remove finalizer", "CelldFleet/"+live.Name+" "+v1.FinalizerLifecycleProtection, "the workload and every claim are gone")
 	return true, nil
+}
+
+// goneForSure asks the API server, not the cache, whether the workload, the Pods and the
+// claims are gone: once the finalizer is released nothing deletes a claim left behind.
+func (r *Reconciler) goneForSure(ctx context.Context, s *scope) (bool, error) {
+	if r.Caches == nil {
+		return true, nil // the pass already read from the API server
+	}
+	fresh := *s
+	if err := r.readWorkload(ctx, &fresh, r.Direct); err != nil {
+		return false, err
+	}
+	if err := r.readMembers(ctx, &fresh, r.Direct); err != nil {
+		return false, err
+	}
+	return fresh.sts == nil && fresh.deploy == nil && len(fresh.claims) == 0 && len(fresh.pods) == 0, nil
 }
 
 func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) (bool, error) {
@@ -84,12 +99,12 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) (bool, error)
 	default:
 		return false, nil
 	}
-	if obj.GetLabels()[v1.LabelFleetUID] != string(s.fleet.UID) {
-		s.verdict(v1.ReasonDeletionBlocked, fmt.Sprintf("%T %s/%s is not owned by this fleet (label %s differs); it is left alone: delete or relabel it to finish deleting the fleet",
-			obj, obj.GetNamespace(), obj.GetName(), v1.LabelFleetUID))
+	if !s.fleet.Owns(obj) {
+		s.deleting(v1.ReasonDeletionBlocked, fmt.Sprintf("%s %s/%s is not owned by this fleet (no %s=%s label, or controlled by another owner); it is left alone: delete or relabel it to finish deleting the fleet",
+			kindOf(obj), obj.GetNamespace(), obj.GetName(), v1.LabelFleetUID, s.fleet.UID))
 		return true, nil
 	}
-	s.verdict(v1.ReasonDeleting, "Deleting workload; members drain on SIGTERM")
+	s.deleting(v1.ReasonDeleting, "Deleting workload; members drain on SIGTERM")
 	if obj.GetDeletionTimestamp() != nil {
 		return true, nil
 	}
@@ -107,7 +122,7 @@ func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) (bool, error) {
 	if len(s.claims) == 0 {
 		return false, nil
 	}
-	s.verdict(v1.ReasonDeleting, fmt.Sprintf("Deleting disks: %d claims remain", len(s.claims)))
+	s.deleting(v1.ReasonDeleting, fmt.Sprintf("Deleting disks: %d claims remain", len(s.claims)))
 	for i := range s.claims {
 		c := &s.claims[i]
 		if c.DeletionTimestamp != nil {
@@ -121,40 +136,4 @@ func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// releaseHolds drops the replacement-handoff finalizer from the fleet's Pods, so a deleting or
-// paused fleet never keeps a Pod alive.
-func (r *Reconciler) releaseHolds(ctx context.Context, s *scope) error {
-	for i := range s.pods {
-		p := &s.pods[i]
-		if !controllerutil.ContainsFinalizer(p, v1.FinalizerReplacingDisk) {
-			continue
-		}
-		if err := r.releaseHold(ctx, p); err != nil {
-			return fmt.Errorf("release the replacement hold on Pod %s/%s: %w", p.Namespace, p.Name, err)
-		}
-		logMutation(ctx, s, "release hold", "Pod/"+p.Name, "the fleet is paused or deleting: no disk is given up, the Pod is not kept")
-	}
-	return nil
-}
-
-// releaseHold removes the handoff's finalizer, annotation and label. The patch is guarded by
-// resourceVersion so no other finalizer is lost; a conflict (the Pod's status keeps changing
-// while it terminates) is retried against a fresh read of the same Pod.
-func (r *Reconciler) releaseHold(ctx context.Context, p *corev1.Pod) error {
-	uid, first := p.UID, true
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil || p.UID != uid {
-				return err
-			}
-		}
-		first = false
-		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.RemoveFinalizer(p, v1.FinalizerReplacingDisk)
-		delete(p.Annotations, v1.AnnotationReplacementClaim)
-		delete(p.Labels, v1.LabelReplacementFleet)
-		return r.Direct.Patch(ctx, p, patch)
-	}))
 }

@@ -83,7 +83,7 @@ func TestAnyHandEditOfTheWorkloadComesBackAndTheNextPassWritesNothing(t *testing
 			Pass: func() (int64, int64) {
 				writes.Store(0)
 				before := dryRuns.Load()
-				reconcile(t, r, w.fleet)
+				reconcileOnce(t, r, w.fleet)
 				return writes.Load(), dryRuns.Load() - before
 			},
 		}.Check(t, admin, rng, perKind, &tally)
@@ -126,7 +126,7 @@ func TestATemplateEditInTheSameSecondAsTheOperatorsWriteIsReverted(t *testing.T)
 		if err := admin.Update(context.Background(), live); err != nil {
 			t.Fatal(err)
 		}
-		reconcile(t, r, f) // the operator writes the new template
+		reconcileOnce(t, r, f) // the operator writes the new template
 		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(f), sts); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestATemplateEditInTheSameSecondAsTheOperatorsWriteIsReverted(t *testing.T)
 	if !sameSecond {
 		t.Fatal("the edit never landed in the same second as the operator's write; the test did not cover that case")
 	}
-	reconcile(t, r, f)
+	reconcileOnce(t, r, f)
 	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(f), sts); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func settle(t *testing.T, r *Reconciler, f *v1.CelldFleet, writes *atomic.Int64)
 	t.Helper()
 	for range 10 {
 		writes.Store(0)
-		reconcile(t, r, f)
+		reconcileOnce(t, r, f)
 		if writes.Load() == 0 {
 			return
 		}

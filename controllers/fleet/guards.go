@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -16,28 +17,32 @@ import (
 
 // guards refuses to provision a fleet whose prerequisites are missing: the NetworkPolicy
 // attestation, the runtime ServiceAccount and, for PersistentFleet, a suitable StorageClass.
-// Paused fleets are reported here too, but the pass continues so routing keeps working.
+// A missing prerequisite is a blocker: nothing is created or changed, but the pass goes on to
+// heal the members that already run (a prerequisite removed under a running fleet must not
+// leave a member stuck on a lost node).
 func (r *Reconciler) guards(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	if !r.Options.NetworkPolicyEnforced {
-		s.verdict(v1.ReasonIsolationUnverified, "Administrator must verify a NetworkPolicy enforcing CNI and enable --network-policy-enforced (chart value networkPolicyEnforced) before provisioning")
-		return true, nil
+		s.find.Block(v1.ReasonIsolationUnverified, "Administrator must verify a NetworkPolicy enforcing CNI and enable --network-policy-enforced (chart value networkPolicyEnforced) before provisioning")
+		return false, nil
 	}
-	sa := &corev1.ServiceAccount{}
-	if err := r.Direct.Get(ctx, types.NamespacedName{Namespace: f.Namespace, Name: f.Spec.ServiceAccountName}, sa); err != nil {
+	sa := &metav1.PartialObjectMetadata{}
+	sa.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))
+	if err := s.read.Get(ctx, types.NamespacedName{Namespace: f.Namespace, Name: f.Spec.ServiceAccountName}, sa); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return true, err
 		}
-		s.verdict(v1.ReasonServiceAccountMissing, fmt.Sprintf("ServiceAccount %s/%s does not exist; create it (with the IAM role that reaches bucket %s) before the fleet can be provisioned",
+		s.find.Block(v1.ReasonServiceAccountMissing, fmt.Sprintf("ServiceAccount %s/%s does not exist; create it (with the IAM role that reaches bucket %s) before the fleet can be provisioned",
 			f.Namespace, f.Spec.ServiceAccountName, f.Spec.Storage.Bucket))
-		return true, nil
+		return false, nil
 	}
 	if f.Spec.Profile == v1.ProfilePersistentFleet {
-		if reason, msg, err := r.storageClass(ctx, *f.Spec.Storage.StorageClassName); err != nil || reason != "" {
-			if err == nil {
-				s.verdict(reason, msg)
-			}
+		reason, msg, err := r.storageClass(ctx, *f.Spec.Storage.StorageClassName)
+		if err != nil {
 			return true, err
+		}
+		if reason != "" {
+			s.find.Block(reason, msg)
 		}
 	}
 	return false, nil

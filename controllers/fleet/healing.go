@@ -2,52 +2,62 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/lifecycle"
-	"github.com/celld/celld-operator/controllers/workload"
 )
-
-// zoneLabel is the well-known topology label the Ordered layout pins members to.
-const zoneLabel = "topology.kubernetes.io/zone"
 
 // healing finishes or aborts any replacement handoff an earlier pass left, then takes at most
 // one self-healing action, then releases Ordered members' zone gates.
 func (r *Reconciler) healing(ctx context.Context, s *scope) (bool, error) {
-	if !s.isStatefulSet() || s.heal == nil {
+	if !s.fleet.RunsAsStatefulSet() || s.heal == nil {
 		return false, nil
 	}
 	if handled, err := r.resumeReplacements(ctx, s); handled || err != nil {
-		s.result.RequeueAfter = time.Second
+		s.again(time.Second)
 		return true, err
 	}
 	d := *s.heal
-	if d.RequeueAfter > 0 && d.RequeueAfter < s.result.RequeueAfter {
-		s.result.RequeueAfter = d.RequeueAfter
+	if d.Action != lifecycle.None {
+		fresh, same, err := r.confirm(ctx, s, d)
+		if err != nil || !same {
+			s.again(time.Second)
+			return true, err
+		}
+		d = fresh // its preconditions carry the API server's resourceVersions
 	}
 	if err := r.act(ctx, s, d); err != nil {
 		return true, err
 	}
-	// A healing action or wait explains the fleet better than the rollout's verdict, but never
-	// hides a reason that holds provisioning back (a growth refusal, say).
-	if d.Reason != "" && (d.Action != lifecycle.None || lifecycle.Provisioned(s.reason)) {
-		s.verdict(d.Reason, d.Message)
-	}
+	s.find.Heal = d
 	if d.Action != lifecycle.None {
 		return true, nil
 	}
 	return false, r.releaseZoneGates(ctx, s)
+}
+
+// confirm re-reads the fleet's Pods and claims from the API server and plans again: an action
+// that deletes a Pod or a claim, decided on a cache that may lag, is taken only when the API
+// server's state leads to the same action on the same objects.
+func (r *Reconciler) confirm(ctx context.Context, s *scope, d lifecycle.Decision) (lifecycle.Decision, bool, error) {
+	if r.Caches == nil {
+		return d, true, nil // already read from the API server
+	}
+	fresh := *s
+	if err := r.readMembers(ctx, &fresh, r.Direct); err != nil {
+		return d, false, err
+	}
+	again := lifecycle.Plan(r.facts(&fresh, s.matches), s.fleet.DesiredReplicas()).Heal
+	if again.Action != d.Action || again.Pod.UID != d.Pod.UID || again.Claim.UID != d.Claim.UID {
+		log.FromContext(ctx).Info("heal decision changed on a fresh read; deciding again", "fleet", s.key.String(), "cached", d.Message, "fresh", again.Message)
+		return d, false, nil
+	}
+	return again, true, nil
 }
 
 // act carries out one decision; every delete is bound to the object's UID, and where it
@@ -82,193 +92,6 @@ func (r *Reconciler) act(ctx context.Context, s *scope, d lifecycle.Decision) er
 	}
 	if d.Event != "" {
 		s.warn(d.Event, d.EventMessage, nil)
-	}
-	return nil
-}
-
-// intent is the replacement handoff recorded on the victim Pod: the only lifecycle record the
-// operator keeps, and only for the moments between two separate API operations (the Pod
-// delete, which commits, and the claim delete).
-type intent struct {
-	FleetUID             types.UID `json:"fleetUID"`
-	ClaimUID             types.UID `json:"claimUID"`
-	ClaimName            string    `json:"claimName"`
-	ClaimResourceVersion string    `json:"claimResourceVersion"`
-	Committed            bool      `json:"committed"`
-}
-
-// replace gives a member a fresh disk: hold the Pod, delete it, commit, delete the recorded
-// claim, release. It reports whether it reached the commitment (the Pod or lone claim delete).
-// A crash or error after that is finished by resumeReplacements on the next pass, one before it
-// is aborted; a second claim is never deleted.
-func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision) (committed bool, err error) {
-	claim := &corev1.PersistentVolumeClaim{}
-	claim.Namespace, claim.Name = s.fleet.Namespace, d.Claim.Name
-	if d.Pod.Name == "" { // no Pod holds the claim: the claim delete is the whole action
-		uid, rv := d.Claim.UID, d.Claim.ResourceVersion
-		err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-		if err == nil {
-			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+claim.Name, d.Message)
-		}
-		return err == nil, client.IgnoreNotFound(err)
-	}
-	pod := &corev1.Pod{}
-	if err := r.Direct.Get(ctx, types.NamespacedName{Namespace: s.fleet.Namespace, Name: d.Pod.Name}, pod); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	if pod.UID != d.Pod.UID {
-		return false, nil // the member moved on since the decision; decide again next pass
-	}
-	in := intent{FleetUID: s.fleet.UID, ClaimUID: d.Claim.UID, ClaimName: d.Claim.Name, ClaimResourceVersion: d.Claim.ResourceVersion}
-	if err := r.hold(ctx, pod, in); err != nil { // resourceVersion-guarded update
-		return false, err
-	}
-	logMutation(ctx, s, "hold", "Pod/"+pod.Name, "the replacement handoff records claim "+d.Claim.Name+" before the Pod is deleted")
-	uid, rv := pod.UID, pod.ResourceVersion
-	if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
-		return false, fmt.Errorf("delete Pod %s/%s to replace its disk: %w", pod.Namespace, pod.Name, err)
-	}
-	logMutation(ctx, s, "delete", "Pod/"+pod.Name, d.Message+" (the handoff is committed)")
-	if r.AfterReplacementPodDelete != nil {
-		r.AfterReplacementPodDelete(pod.Namespace, pod.Name)
-	}
-	return true, r.finishReplacement(ctx, s, pod)
-}
-
-func (r *Reconciler) hold(ctx context.Context, pod *corev1.Pod, in intent) error {
-	raw, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	controllerutil.AddFinalizer(pod, v1.FinalizerReplacingDisk)
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
-	}
-	pod.Annotations[v1.AnnotationReplacementClaim] = string(raw)
-	pod.Labels[v1.LabelReplacementFleet] = string(in.FleetUID)
-	if err := r.Direct.Update(ctx, pod); err != nil {
-		return fmt.Errorf("hold Pod %s/%s for the replacement handoff: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
-}
-
-// finishReplacement re-reads the held Pod; if it is still the held Pod of this fleet, it
-// commits, deletes exactly the recorded claim and releases the hold.
-func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *corev1.Pod) error {
-	pod := &corev1.Pod{}
-	if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(held), pod); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	in, ok := readIntent(pod)
-	if pod.UID != held.UID || !ok || in.FleetUID != s.fleet.UID {
-		return r.releaseHold(ctx, pod)
-	}
-	if !in.Committed {
-		if err := r.commit(ctx, pod, held.UID); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-	}
-	claim := &corev1.PersistentVolumeClaim{}
-	claim.Namespace, claim.Name = pod.Namespace, in.ClaimName
-	uid, rv := in.ClaimUID, in.ClaimResourceVersion
-	err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete claim %s/%s of replaced member %s: %w", claim.Namespace, claim.Name, pod.Name, err)
-	}
-	if err == nil {
-		logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+claim.Name, "the replacement of "+pod.Name+" is committed; exactly the recorded claim goes")
-	}
-	return r.releaseHold(ctx, pod)
-}
-
-// commit marks the hold committed. The victim is terminating and its status keeps changing
-// (readiness, container states), so a conflict is retried against a fresh read, as long as it
-// is still the same held Pod.
-func (r *Reconciler) commit(ctx context.Context, pod *corev1.Pod, uid types.UID) error {
-	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-				return err
-			}
-		}
-		first = false
-		in, ok := readIntent(pod)
-		if pod.UID != uid || !ok {
-			return nil // released or replaced meanwhile: nothing left to commit
-		}
-		in.Committed = true
-		raw, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		pod.Annotations[v1.AnnotationReplacementClaim] = string(raw)
-		return r.Direct.Update(ctx, pod)
-	})
-}
-
-// resumeReplacements finishes committed handoffs and aborts uncommitted ones, before any other
-// action; paused fleets only release. It reports whether it handled one.
-func (r *Reconciler) resumeReplacements(ctx context.Context, s *scope) (bool, error) {
-	handled := false
-	for i := range s.pods {
-		p := &s.pods[i]
-		if p.Labels[v1.LabelReplacementFleet] == "" && !controllerutil.ContainsFinalizer(p, v1.FinalizerReplacingDisk) {
-			continue
-		}
-		handled = true
-		in, ok := readIntent(p)
-		if ok && in.Committed && in.FleetUID == s.fleet.UID && !paused(s.fleet) {
-			if err := r.finishReplacement(ctx, s, p); err != nil {
-				return true, err
-			}
-			continue
-		}
-		if err := r.releaseHold(ctx, p); err != nil { // abort: the claim stays
-			return true, err
-		}
-	}
-	return handled, nil
-}
-
-func readIntent(p *corev1.Pod) (intent, bool) {
-	var in intent
-	raw, ok := p.Annotations[v1.AnnotationReplacementClaim]
-	if !ok || json.Unmarshal([]byte(raw), &in) != nil || in.ClaimName == "" {
-		return intent{}, false
-	}
-	return in, true
-}
-
-// releaseZoneGates assigns each gated Ordered member the zone of its ordinal (zones[n mod
-// len]) and lifts the gate, so the layout spreads deterministically.
-func (r *Reconciler) releaseZoneGates(ctx context.Context, s *scope) error {
-	f := s.fleet
-	if f.Spec.BucketWorkload != v1.BucketWorkloadOrdered {
-		return nil
-	}
-	for i := range s.pods {
-		p := &s.pods[i]
-		gated := slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == v1.SchedulingGateBucketZone })
-		n, ok := workload.Ordinal(f.Name, p.Name)
-		if !gated || !ok || p.DeletionTimestamp != nil {
-			continue
-		}
-		if p.Spec.NodeSelector == nil {
-			p.Spec.NodeSelector = map[string]string{}
-		}
-		p.Spec.NodeSelector[zoneLabel] = workload.OrderedZone(f, n)
-		p.Spec.SchedulingGates = slices.DeleteFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == v1.SchedulingGateBucketZone })
-		if err := r.Direct.Update(ctx, p); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				continue
-			}
-			s.verdict(v1.ReasonSchedulingBlocked, fmt.Sprintf("Could not release the zone gate of member %s: %v; the operator retries", p.Name, err))
-			return nil
-		}
 	}
 	return nil
 }

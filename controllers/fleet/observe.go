@@ -14,21 +14,30 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/reservation"
 )
 
-// observe reads the workload, the fleet's Pods and its claims once for the whole pass.
+// observe reads the workload, the fleet's Pods and its claims once for the whole pass, from
+// the namespace's cache. The cache holds only labelled workloads, so when it has none the API
+// server is asked: a workload somebody else created at the fleet's name must be seen, or the
+// create that follows would apply onto it.
 func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	s.reservationName = reservation.Name(f.Spec.Storage.Bucket, f.Spec.Storage.Prefix)
-	sts, d := &appsv1.StatefulSet{}, &appsv1.Deployment{}
-	for _, w := range []struct {
-		obj  client.Object
-		into func()
-	}{{sts, func() { s.sts = sts }}, {d, func() { s.deploy = d }}} {
-		if err := r.Direct.Get(ctx, s.key, w.obj); err == nil {
-			w.into()
-		} else if !apierrors.IsNotFound(err) {
+	s.read, s.kube = r.Direct, r.Direct
+	if r.Caches != nil {
+		read, err := r.Caches.Reader(ctx, f.Namespace)
+		if err != nil {
+			return true, fmt.Errorf("read the children of CelldFleet %s/%s: %w", f.Namespace, f.Name, err)
+		}
+		s.read, s.kube = read, cachedClient{Client: r.Direct, read: read}
+	}
+	if err := r.readWorkload(ctx, s, s.read); err != nil {
+		return true, err
+	}
+	if s.sts == nil && s.deploy == nil && r.Caches != nil {
+		if err := r.readWorkload(ctx, s, r.Direct); err != nil {
 			return true, err
 		}
 	}
@@ -36,58 +45,114 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	// the layout is fixed at creation, and a foreign object is left alone.
 	var other client.Object
 	switch {
-	case s.isStatefulSet() && s.deploy != nil:
+	case s.fleet.RunsAsStatefulSet() && s.deploy != nil:
 		other = s.deploy
-	case !s.isStatefulSet() && s.sts != nil:
+	case !s.fleet.RunsAsStatefulSet() && s.sts != nil:
 		other = s.sts
 	}
 	if other != nil && f.DeletionTimestamp == nil {
-		s.verdict(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists, but this fleet's layout runs as a %s; a layout is never converted or adopted: delete or rename the %s, or create the fleet under another name",
+		s.find.Block(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists, but this fleet's layout runs as a %s; a layout is never converted or adopted: delete or rename the %s, or create the fleet under another name",
 			kindOf(other), f.Namespace, f.Name, layoutKind(s), kindOf(other)))
 		return true, nil
 	}
-	owned := client.MatchingLabels{v1.LabelFleetUID: string(f.UID)}
+	return false, r.readMembers(ctx, s, s.read)
+}
+
+// readMembers reads the fleet's Pods and, for a PersistentFleet, the namespace's claims
+// through c.
+func (r *Reconciler) readMembers(ctx context.Context, s *scope, c client.Reader) error {
+	f := s.fleet
 	pods := &corev1.PodList{}
-	if err := r.Direct.List(ctx, pods, client.InNamespace(f.Namespace), owned); err != nil {
-		return true, err
+	if err := c.List(ctx, pods, client.InNamespace(f.Namespace), client.MatchingLabels{v1.LabelFleetUID: string(f.UID)}); err != nil {
+		return fmt.Errorf("list the Pods of CelldFleet %s/%s: %w", f.Namespace, f.Name, err)
 	}
 	s.pods = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	})
 	slices.SortFunc(s.pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
-	if f.Spec.Profile == v1.ProfilePersistentFleet {
-		// Every claim of the namespace, not only the fleet's: a claim at a member's name
-		// without the fleet's label must be seen to be refused (StorageIdentityConflict).
-		claims := &corev1.PersistentVolumeClaimList{}
-		if err := r.Direct.List(ctx, claims, client.InNamespace(f.Namespace)); err != nil {
-			return true, err
-		}
-		s.namedClaims = claims.Items
-		for _, c := range claims.Items {
-			if c.Labels[v1.LabelFleetUID] == string(f.UID) {
-				s.claims = append(s.claims, c)
-			}
+	s.claims, s.namedClaims = nil, nil
+	if f.Spec.Profile != v1.ProfilePersistentFleet {
+		return nil
+	}
+	// Every claim of the namespace, not only the fleet's: a claim at a member's name without
+	// the fleet's label must be seen to be refused (StorageIdentityConflict).
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := c.List(ctx, claims, client.InNamespace(f.Namespace)); err != nil {
+		return fmt.Errorf("list the claims of namespace %s: %w", f.Namespace, err)
+	}
+	s.namedClaims = claims.Items
+	for _, cl := range claims.Items {
+		if cl.Labels[v1.LabelFleetUID] == string(f.UID) {
+			s.claims = append(s.claims, cl)
 		}
 	}
-	return false, nil
+	return nil
+}
+
+// readWorkload reads the StatefulSet and the Deployment at the fleet's name through c.
+func (r *Reconciler) readWorkload(ctx context.Context, s *scope, c client.Reader) error {
+	sts, d := &appsv1.StatefulSet{}, &appsv1.Deployment{}
+	s.sts, s.deploy = nil, nil
+	if err := c.Get(ctx, s.key, sts); err == nil {
+		s.sts = sts
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read StatefulSet %s: %w", s.key, err)
+	}
+	if err := c.Get(ctx, s.key, d); err == nil {
+		s.deploy = d
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read Deployment %s: %w", s.key, err)
+	}
+	return nil
+}
+
+// cachedClient reads from a namespace's cache and writes to the API server.
+type cachedClient struct {
+	client.Client
+	read client.Reader
+}
+
+func (c cachedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.read.Get(ctx, key, obj, opts...)
+}
+
+func (c cachedClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.read.List(ctx, list, opts...)
 }
 
 func layoutKind(s *scope) string {
-	if s.isStatefulSet() {
+	if s.fleet.RunsAsStatefulSet() {
 		return "StatefulSet"
 	}
 	return "Deployment"
 }
 
-// validate fails closed on a fleet that bypassed admission.
+// validate fails closed on a fleet that bypassed admission (an object stored by an older
+// schema, or written past the webhook-less CEL rules). An invalid routing block alone does not
+// block the runtime: RoutingReady reports it, the existing route and policy are kept, and the
+// fleet is provisioned and healed as usual. Any other invalid field stops the pass.
 func (r *Reconciler) validate(_ context.Context, s *scope) (bool, error) {
 	errs := s.fleet.Validate()
 	if len(errs) == 0 {
 		return false, nil
 	}
-	s.verdict(v1.ReasonInvalidConfiguration, fmt.Sprintf("CelldFleet %s/%s is invalid and was not provisioned: %s; fix the spec (kubectl explain celldfleet.spec)",
-		s.fleet.Namespace, s.fleet.Name, summarize(errs)))
-	return true, nil
+	var routing, other field.ErrorList
+	for _, e := range errs {
+		if e.Field == "spec.routing" || strings.HasPrefix(e.Field, "spec.routing.") {
+			routing = append(routing, e)
+		} else {
+			other = append(other, e)
+		}
+	}
+	if len(other) > 0 {
+		s.find.Block(v1.ReasonInvalidConfiguration, fmt.Sprintf("CelldFleet %s/%s is invalid and was not provisioned: %s; fix the spec (kubectl explain celldfleet.spec)",
+			s.fleet.Namespace, s.fleet.Name, summarize(errs)))
+		return true, nil
+	}
+	s.routingInvalid = true
+	s.routing = new(children.InvalidRouting(s.fleet, fmt.Sprintf("spec.routing of CelldFleet %s/%s is invalid: %s; the existing route and policy are kept and the fleet runs without routing changes: fix spec.routing (kubectl explain celldfleet.spec.routing)",
+		s.fleet.Namespace, s.fleet.Name, summarize(routing))))
+	return false, nil
 }
 
 func summarize(errs field.ErrorList) string {
@@ -104,10 +169,7 @@ func summarize(errs field.ErrorList) string {
 // finalizer adds the lifecycle-protection finalizer with an optimistic-lock merge patch, so
 // the fleet cannot disappear before its workload and claims are gone.
 func (r *Reconciler) finalizer(ctx context.Context, s *scope) (bool, error) {
-	live := &v1.CelldFleet{}
-	if err := r.Client.Get(ctx, s.key, live); err != nil {
-		return true, err
-	}
+	live := s.live
 	if controllerutil.ContainsFinalizer(live, v1.FinalizerLifecycleProtection) {
 		return false, nil
 	}

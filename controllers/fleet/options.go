@@ -1,8 +1,13 @@
 package fleet
 
-import "time"
+import (
+	"time"
 
-// Options are the operator-wide settings of the reconciler, set from flags.
+	"github.com/celld/celld-operator/controllers/children"
+)
+
+// Options are the operator-wide settings of the reconciler, set from flags and from the
+// CelldFleet entry of watches.yaml.
 type Options struct {
 	// NetworkPolicyEnforced is the administrator's attestation that the CNI enforces
 	// NetworkPolicy; without it no fleet is provisioned (IsolationUnverified).
@@ -14,8 +19,21 @@ type Options struct {
 	AbsorbWindow time.Duration
 	// TerminationMargin is how long past its grace a terminating member is force-deleted.
 	TerminationMargin time.Duration
-	// RequeuePeriod is how often a fleet is re-examined without an event.
+	// RequeuePeriod is the resync of a settled fleet: how often it is re-examined without an
+	// event. Zero takes watches.yaml's reconcilePeriod (default DefaultResyncPeriod); drift is
+	// caught by events, not by this period.
 	RequeuePeriod time.Duration
+	// WaitingRequeue is how often a fleet that is not settled (blocked, provisioning, routing
+	// not ready) is re-examined without an event: some of what it waits for is not watched (an
+	// API installed later, a Role applied, a foreign object at the fleet's name removed).
+	WaitingRequeue time.Duration
+	// MaxConcurrentReconciles is how many fleets are reconciled at once; zero takes
+	// watches.yaml's maxConcurrentReconciles (default DefaultMaxConcurrentReconciles).
+	MaxConcurrentReconciles int
+	// WatchDependentResources: every change of a cached child wakes its fleet. watches.yaml's
+	// watchDependentResources: false turns it off; children are then re-examined at the resync
+	// period only (and still read from the caches).
+	WatchDependentResources bool
 	// OperatorNamespace and OperatorServiceAccount identify the operator's Pods to the fleet
 	// NetworkPolicy and mesh policy.
 	OperatorNamespace      string
@@ -27,15 +45,45 @@ type Options struct {
 	NodeLossTolerationSeconds *int64
 }
 
+// Defaults of the settings watches.yaml may set.
+const (
+	DefaultResyncPeriod            = 10 * time.Minute
+	DefaultMaxConcurrentReconciles = 4
+)
+
 // DefaultOptions are the production defaults from the seeds.
 func DefaultOptions() Options {
 	return Options{
-		MemberReplacementDelay: 10 * time.Minute,
-		AbsorbWindow:           5 * time.Minute,
-		TerminationMargin:      2 * time.Minute,
-		RequeuePeriod:          5 * time.Second,
-		OperatorNamespace:      "celld-system",
-		OperatorServiceAccount: "celld-operator",
-		StorageProvisioners:    []string{"ebs.csi.aws.com"},
+		MemberReplacementDelay:  10 * time.Minute,
+		AbsorbWindow:            5 * time.Minute,
+		TerminationMargin:       2 * time.Minute,
+		WaitingRequeue:          30 * time.Second,
+		WatchDependentResources: true,
+		OperatorNamespace:       "celld-system",
+		OperatorServiceAccount:  "celld-operator",
+		StorageProvisioners:     []string{"ebs.csi.aws.com"},
 	}
+}
+
+// withWatch fills what the options leave unset from the CelldFleet watch, then the defaults.
+func (o Options) withWatch(w children.Watch) Options {
+	if o.RequeuePeriod == 0 && w.ReconcilePeriod != nil {
+		o.RequeuePeriod = w.ReconcilePeriod.Duration
+	}
+	if o.RequeuePeriod == 0 {
+		o.RequeuePeriod = DefaultResyncPeriod
+	}
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = w.MaxConcurrentReconciles
+	}
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if w.WatchDependentResources != nil && !*w.WatchDependentResources {
+		o.WatchDependentResources = false
+	}
+	if o.WaitingRequeue <= 0 || o.WaitingRequeue > o.RequeuePeriod {
+		o.WaitingRequeue = min(30*time.Second, o.RequeuePeriod)
+	}
+	return o
 }

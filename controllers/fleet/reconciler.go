@@ -19,20 +19,27 @@ import (
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/lifecycle"
+	"github.com/celld/celld-operator/controllers/nscache"
 	"github.com/celld/celld-operator/controllers/workload"
 )
 
 // FieldOwner is the one field manager of every object and status field the reconciler applies.
 const FieldOwner = "celld-operator"
 
-// Reconciler drives CelldFleets. Namespaced reads go straight to the API server (Direct):
-// the operator may hold a Role in only some namespaces, and a Forbidden read must surface as
-// NamespaceAccessDenied for that fleet instead of stalling a cluster-wide cache.
+// Reconciler drives CelldFleets. A fleet's children are read from its namespace's cache
+// (Caches): the operator may hold a Role in only some namespaces, and a namespace without it
+// surfaces as NamespaceAccessDenied for its fleets instead of stalling a cluster-wide cache.
+// Reads that safety depends on go to the API server (Direct): reservation arbitration, the
+// re-read of a fleet's members before a Pod or claim is deleted, the check that nothing
+// exists at a name before it is created, and the last check before the finalizer goes.
 type Reconciler struct {
-	// Client reads CelldFleets from the manager's cache and writes everything.
+	// Client reads CelldFleets (and StorageClasses) from the manager's cache and writes fleets.
 	Client client.Client
-	// Direct reads namespaced children and reservations without a cache.
-	Direct   client.Client
+	// Direct writes children and reads what must not come from a cache.
+	Direct client.Client
+	// Caches hold the fleet namespaces' children; nil reads them from Direct (unit tests).
+	Caches *nscache.Set
+
 	Recorder events.EventRecorder
 	Options  Options
 	Children *children.Renderer
@@ -68,27 +75,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if r.Children != nil {
 				r.Children.ForgetFleet(req.NamespacedName)
 			}
+			r.releaseNamespace(ctx, req.Namespace)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	s := newScope(f, r.now())
-	s.result = ctrl.Result{RequeueAfter: r.requeueDelay(f)}
 
 	err := r.runPhases(ctx, s, []phase{
 		r.observe, r.deletion, r.validate, r.finalizer, r.guards, r.reservation,
 		r.children, r.workload, r.healing,
 	})
-	if err != nil && apierrors.IsForbidden(err) {
-		s.verdict(v1.ReasonNamespaceAccessDenied, fmt.Sprintf(
+	switch {
+	case err == nil:
+	case nscache.AccessDenied(err):
+		s.find.Block(v1.ReasonNamespaceAccessDenied, fmt.Sprintf(
 			"The operator may not manage namespace %s (%s); apply the Role and RoleBinding celld-operator-fleet from config/rbac/fleet_namespace_role.yaml (or add the namespace to the chart's fleetNamespaces) in namespace %s",
 			f.Namespace, err.Error(), f.Namespace))
 		err = nil
-	}
-	if err != nil && apierrors.IsConflict(err) {
-		// Someone wrote between our read and our write; start again from fresh reads.
-		s.result = ctrl.Result{RequeueAfter: time.Second}
+	case refused(err):
+		s.find.Block(v1.ReasonInfrastructureBlocked, refusedMessage(s, err))
 		err = nil
+	case apierrors.IsConflict(err):
+		// Someone wrote between our read and our write: the pass saw a state that is gone, so
+		// it reports nothing and starts again from fresh reads.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	default:
+		s.find.Failure = &lifecycle.Verdict{Reason: v1.ReasonProvisioning, Message: fmt.Sprintf("Retrying after an error: %v", err)}
+	}
+	s.outcome = lifecycle.Decide(s.find)
+	after := s.find.Requeue(s.outcome, lifecycle.Periods{Resync: r.requeueDelay(f), Waiting: r.Options.WaitingRequeue})
+	if s.soon > 0 {
+		after = min(after, s.soon)
 	}
 	if reportErr := r.report(ctx, s); reportErr != nil && err == nil {
 		err = reportErr
@@ -96,7 +114,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err // controller-runtime retries with backoff
 	}
-	return s.result, nil
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// refused: admission (a webhook, a ValidatingAdmissionPolicy, a quota, a terminating
+// namespace) refused a write. That is not missing RBAC, and it says what denied it.
+func refused(err error) bool {
+	return (apierrors.IsForbidden(err) && !nscache.AccessDenied(err)) || apierrors.IsInvalid(err)
+}
+
+func refusedMessage(s *scope, err error) string {
+	return fmt.Sprintf("The API server refused a write for CelldFleet %s/%s: %s; an admission webhook, ValidatingAdmissionPolicy or ResourceQuota in namespace %s must admit the operator's objects",
+		s.fleet.Namespace, s.fleet.Name, err.Error(), s.fleet.Namespace)
+}
+
+// releaseNamespace stops the cache of a namespace whose last fleet is gone.
+func (r *Reconciler) releaseNamespace(ctx context.Context, ns string) {
+	if r.Caches == nil {
+		return
+	}
+	list := &v1.CelldFleetList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(ns)); err == nil && len(list.Items) == 0 {
+		r.Caches.Release(ns)
+	}
 }
 
 func (r *Reconciler) runPhases(ctx context.Context, s *scope, phases []phase) error {
@@ -131,8 +171,16 @@ func (r *Reconciler) requeueDelay(f *v1.CelldFleet) time.Duration {
 // scope is everything one pass read and decided.
 type scope struct {
 	fleet *v1.CelldFleet // the defaulted fleet; its status is projected at the end
-	key   types.NamespacedName
-	now   time.Time
+	// live is the pass's one read of the fleet, as stored; the pass's own patches (the
+	// finalizer, the mesh annotation) update it in place.
+	live *v1.CelldFleet
+	key  types.NamespacedName
+	now  time.Time
+
+	// read reads the fleet's children from its namespace's cache; kube reads there and writes
+	// to the API server.
+	read client.Reader
+	kube client.Client
 
 	sts    *appsv1.StatefulSet
 	deploy *appsv1.Deployment
@@ -142,19 +190,24 @@ type scope struct {
 	claims      []corev1.PersistentVolumeClaim
 	namedClaims []corev1.PersistentVolumeClaim
 
-	// The lifecycle verdict of the pass: one reason and message explain Ready, Progressing
-	// and Blocked together (reference §1.19).
-	reason, message string
-	routing         *metav1.Condition
-	meshMixed       bool
+	// find is what the phases found; outcome is lifecycle.Decide's verdict of it: one reason
+	// and message explain Ready, Progressing and Blocked together (reference §1.19).
+	find    lifecycle.Findings
+	outcome lifecycle.Verdict
+	routing *metav1.Condition
+	// routingInvalid: spec.routing failed validation; routing is left exactly as it is.
+	routingInvalid  bool
 	reservationName string
+	// matches: the live StatefulSet's spec, other than replicas, is the rendering.
+	matches bool
 	// heal is the self-healing decision the workload phase's plan made for the healing phase.
-	heal   *lifecycle.Decision
-	result ctrl.Result
-	events []event
+	heal *lifecycle.Decision
+	// soon asks for the next pass within this time (a write to confirm, a handoff to finish).
+	soon   time.Duration
+	events []fleetEvent
 }
 
-type event struct {
+type fleetEvent struct {
 	kind, reason, message string
 	regarding             client.Object
 }
@@ -162,23 +215,24 @@ type event struct {
 func newScope(f *v1.CelldFleet, now time.Time) *scope {
 	d := f.DeepCopy()
 	d.Default()
-	return &scope{fleet: d, key: client.ObjectKeyFromObject(f), now: now}
+	return &scope{fleet: d, live: f, key: client.ObjectKeyFromObject(f), now: now,
+		find: lifecycle.Findings{Fleet: f.Name, Paused: paused(d)}}
 }
 
-// verdict records the pass's lifecycle reason and message. Whether the reason holds
-// provisioning back (Blocked) or reports progress is derived from the reason itself
-// (lifecycle.Provisioned), never from which phase set it.
-func (s *scope) verdict(reason, message string) {
-	s.reason, s.message = reason, message
+// deleting records the deletion phase's progress.
+func (s *scope) deleting(reason, message string) {
+	s.find.Deletion = &lifecycle.Verdict{Reason: reason, Message: message}
+}
+
+// again asks for the next pass within d.
+func (s *scope) again(d time.Duration) {
+	if s.soon == 0 || d < s.soon {
+		s.soon = d
+	}
 }
 
 func (s *scope) warn(reason, message string, regarding client.Object) {
-	s.events = append(s.events, event{kind: corev1.EventTypeWarning, reason: reason, message: message, regarding: regarding})
-}
-
-func (s *scope) isStatefulSet() bool {
-	f := s.fleet
-	return f.Spec.Profile == v1.ProfilePersistentFleet || f.Spec.BucketWorkload == v1.BucketWorkloadOrdered
+	s.events = append(s.events, fleetEvent{kind: corev1.EventTypeWarning, reason: reason, message: message, regarding: regarding})
 }
 
 // workloadOptions are the builder's options for this operator.

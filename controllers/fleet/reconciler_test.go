@@ -25,6 +25,7 @@ import (
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/drift"
+	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/tests/apiserver"
 )
 
@@ -144,7 +145,7 @@ func createFleet(t *testing.T, admin client.Client, ns, name, bucket string, mut
 	return f
 }
 
-func reconcile(t *testing.T, r *Reconciler, f *v1.CelldFleet) {
+func reconcileOnce(t *testing.T, r *Reconciler, f *v1.CelldFleet) {
 	t.Helper()
 	if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f)}); err != nil {
 		t.Fatalf("reconcile: %v", err)
@@ -192,7 +193,7 @@ func TestGuardsReportWhyAFleetIsNotProvisioned(t *testing.T) {
 			c.options(&rr.Options)
 		}
 		f := createFleet(t, admin, ns, c.name, ns+"-"+c.name, c.mutate)
-		reconcile(t, &rr, f)
+		reconcileOnce(t, &rr, f)
 		b := blocked(t, admin, f)
 		if b.Status != metav1.ConditionTrue || b.Reason != c.reason || !strings.Contains(b.Message, c.mentions) {
 			t.Errorf("%s: want Blocked=True %s mentioning %q, got %s %s: %s", c.name, c.reason, c.mentions, b.Status, b.Reason, b.Message)
@@ -216,12 +217,12 @@ func TestABucketIsReservedToOneFleetUIDForever(t *testing.T) {
 	r, admin := newReconciler(t, testOptions(), &writes)
 	ns := setup(t, admin)
 	first := createFleet(t, admin, ns, "first", ns+"-shared", nil)
-	reconcile(t, r, first)
+	reconcileOnce(t, r, first)
 	if b := blocked(t, admin, first); b.Status != metav1.ConditionFalse {
 		t.Fatalf("the first fleet must get the bucket: %s %s", b.Reason, b.Message)
 	}
 	second := createFleet(t, admin, ns, "second", ns+"-shared", nil)
-	reconcile(t, r, second)
+	reconcileOnce(t, r, second)
 	if b := blocked(t, admin, second); b.Reason != v1.ReasonStorageScopeConflict || !strings.Contains(b.Message, ns+"-shared") {
 		t.Fatalf("a second fleet on a reserved bucket must report StorageScopeConflict naming it, got %s: %s", b.Reason, b.Message)
 	}
@@ -230,7 +231,7 @@ func TestABucketIsReservedToOneFleetUIDForever(t *testing.T) {
 	// Recreate "first" under the same name: a new UID does not inherit the reservation.
 	forceDelete(t, admin, first)
 	again := createFleet(t, admin, ns, "first", ns+"-shared", nil)
-	reconcile(t, r, again)
+	reconcileOnce(t, r, again)
 	if b := blocked(t, admin, again); b.Reason != v1.ReasonStorageScopeConflict {
 		t.Fatalf("a fleet recreated under the same name must not take the bucket, got %s: %s", b.Reason, b.Message)
 	}
@@ -243,7 +244,7 @@ func TestTuningMayChangeAfterTheReservationRecordsIt(t *testing.T) {
 	r, admin := newReconciler(t, testOptions(), &writes)
 	ns := setup(t, admin)
 	f := createFleet(t, admin, ns, "tuned", ns+"-tuned", nil)
-	reconcile(t, r, f)
+	reconcileOnce(t, r, f)
 	live := &v1.CelldFleet{}
 	_ = admin.Get(context.Background(), client.ObjectKeyFromObject(f), live)
 	live.Spec.Env = []v1.EnvVar{{Name: "CELLD_LOG", Value: new("debug")}}
@@ -251,7 +252,7 @@ func TestTuningMayChangeAfterTheReservationRecordsIt(t *testing.T) {
 	if err := admin.Update(context.Background(), live); err != nil {
 		t.Fatal(err)
 	}
-	reconcile(t, r, f)
+	reconcileOnce(t, r, f)
 	if b := blocked(t, admin, f); b.Reason == v1.ReasonStorageScopeConflict {
 		t.Fatalf("changing tuning must not lose the bucket: %s", b.Message)
 	}
@@ -265,15 +266,15 @@ func TestASettledReconcileWritesNothing(t *testing.T) {
 	ns := setup(t, admin)
 	f := createFleet(t, admin, ns, "quiet", ns+"-quiet", nil)
 	for range 3 {
-		reconcile(t, r, f)
+		reconcileOnce(t, r, f)
 	}
 	if writes.Load() == 0 {
 		t.Fatal("the first passes must have created the fleet's objects")
 	}
 	writes.Store(0)
 	readsBefore, dryRunsBefore := reads.Load(), dryRuns.Load()
-	reconcile(t, r, f)
-	reconcile(t, r, f)
+	reconcileOnce(t, r, f)
+	reconcileOnce(t, r, f)
 	if n := writes.Load(); n != 0 {
 		t.Fatalf("a settled fleet's reconcile sent %d writes, want 0", n)
 	}
@@ -290,11 +291,12 @@ func TestInvalidSpecFailsClosed(t *testing.T) {
 	s := newScope(f, time.Now())
 	r := &Reconciler{}
 	stop, err := r.validate(context.Background(), s)
-	if !stop || err != nil || s.reason != v1.ReasonInvalidConfiguration {
-		t.Fatalf("want a stop with InvalidConfiguration, got stop=%v err=%v reason=%s", stop, err, s.reason)
+	v := lifecycle.Decide(s.find)
+	if !stop || err != nil || v.Reason != v1.ReasonInvalidConfiguration {
+		t.Fatalf("want a stop with InvalidConfiguration, got stop=%v err=%v reason=%s", stop, err, v.Reason)
 	}
-	if !strings.Contains(s.message, "spec.placement") || !strings.Contains(s.message, "CelldFleet /f") {
-		t.Fatalf("the message must name the fleet and the field: %s", s.message)
+	if !strings.Contains(v.Message, "spec.placement") || !strings.Contains(v.Message, "CelldFleet /f") {
+		t.Fatalf("the message must name the fleet and the field: %s", v.Message)
 	}
 }
 
@@ -345,7 +347,7 @@ func TestAForeignApplicationServiceShowsInRoutingReady(t *testing.T) {
 			Ingress:   &v1.IngressRouting{ClassName: "nginx"},
 		}
 	})
-	reconcile(t, r, f)
+	reconcileOnce(t, r, f)
 	if b := blocked(t, admin, f); b.Reason != v1.ReasonInfrastructureBlocked {
 		t.Fatalf("Blocked = %s: %s; want InfrastructureBlocked", b.Reason, b.Message)
 	}
@@ -369,14 +371,44 @@ func TestAGoneFleetIsForgotten(t *testing.T) {
 	r, admin := newReconciler(t, testOptions(), &writes)
 	ns := setup(t, admin)
 	f := createFleet(t, admin, ns, "gone", ns+"-gone", nil)
-	reconcile(t, r, f)
-	reconcile(t, r, f)
+	reconcileOnce(t, r, f)
+	reconcileOnce(t, r, f)
 	if r.Children.Cached() != 1 || r.Drift.Len() == 0 {
 		t.Fatalf("a live fleet's render (%d cached) and workload verdict (%d) must be kept", r.Children.Cached(), r.Drift.Len())
 	}
 	forceDelete(t, admin, f)
-	reconcile(t, r, f)
+	reconcileOnce(t, r, f)
 	if r.Children.Cached() != 0 || r.Drift.Len() != 0 {
 		t.Fatalf("after the fleet is gone, %d renders and %d verdicts are still kept", r.Children.Cached(), r.Drift.Len())
+	}
+}
+
+// TestInvalidRoutingDoesNotBlock: a routing block that bypassed admission is reported on
+// RoutingReady alone; the fleet is provisioned as usual and the route is left as it is.
+func TestInvalidRoutingDoesNotBlock(t *testing.T) {
+	f := corpus.Persistent()
+	f.Spec.Routing = &v1.RoutingSpec{} // neither a Gateway nor an Ingress
+	s := newScope(f, time.Now())
+	r := &Reconciler{}
+	stop, err := r.validate(context.Background(), s)
+	if stop || err != nil || s.find.Blocked() {
+		t.Fatalf("an invalid routing block must not stop or block the pass: stop=%v err=%v blockers=%v", stop, err, s.find.Blockers)
+	}
+	if s.routing == nil || s.routing.Reason != v1.ReasonInvalidConfiguration || s.routing.Status != metav1.ConditionFalse {
+		t.Fatalf("RoutingReady = %+v, want False/InvalidConfiguration", s.routing)
+	}
+	if !strings.Contains(s.routing.Message, "spec.routing") || !strings.Contains(s.routing.Message, "CelldFleet /f") {
+		t.Fatalf("the message must name the fleet and the field: %s", s.routing.Message)
+	}
+	// A later routing finding (the applier keeping the existing route) does not hide it.
+	s.setRouting(&metav1.Condition{Type: v1.ConditionRoutingReady, Reason: v1.ReasonGatewayAPIUnavailable})
+	if s.routing.Reason != v1.ReasonInvalidConfiguration {
+		t.Fatalf("RoutingReady was replaced by %s", s.routing.Reason)
+	}
+	// Invalid routing together with another invalid field fails closed.
+	f.Spec.Placement.Zones = []string{"eu-west-1a"}
+	s = newScope(f, time.Now())
+	if stop, _ := r.validate(context.Background(), s); !stop || lifecycle.Decide(s.find).Reason != v1.ReasonInvalidConfiguration {
+		t.Fatal("an invalid spec beyond routing must stop the pass with InvalidConfiguration")
 	}
 }

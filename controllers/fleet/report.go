@@ -24,20 +24,14 @@ var LifecycleConditions = []string{v1.ConditionReady, v1.ConditionProgressing, v
 // report projects status from the scope and applies it through /status, only when it changed:
 // a settled fleet's reconcile writes nothing.
 func (r *Reconciler) report(ctx context.Context, s *scope) error {
-	live := &v1.CelldFleet{}
-	if err := r.Client.Get(ctx, s.key, live); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if s.reason == "" {
-		s.verdict(v1.ReasonProvisioning, "Waiting for the workload")
-	}
+	live := s.live
 	want := r.project(s, live)
 	r.metrics.observe(live, want)
 	r.emit(s, live, want)
 	if equality.Semantic.DeepEqual(ownedStatus(live.Status), ownedStatus(*want)) {
 		return nil
 	}
-	return ApplyStatus(ctx, r.Client, live, want)
+	return client.IgnoreNotFound(ApplyStatus(ctx, r.Client, live, want)) // a released fleet may be gone
 }
 
 // project computes the lifecycle part of status.
@@ -84,9 +78,9 @@ func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus
 		st.Capacity = nil
 	}
 
-	msg := s.message
+	msg := s.outcome.Message
 	ready := st.ReadyReplicas > 0 && st.ReadyReplicas == st.AppliedReplicas
-	for _, c := range lifecycle.Conditions(s.reason, msg, ready, live.Generation) {
+	for _, c := range lifecycle.Conditions(s.outcome.Reason, msg, ready, live.Generation) {
 		meta.SetStatusCondition(&st.Conditions, c)
 	}
 	blocked := meta.IsStatusConditionTrue(st.Conditions, v1.ConditionBlocked)

@@ -39,10 +39,10 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 		if ok {
 			why = "the reservation is owned by another object or being deleted"
 		}
-		s.verdict(v1.ReasonStorageScopeConflict, fmt.Sprintf(
+		s.find.Block(v1.ReasonStorageScopeConflict, fmt.Sprintf(
 			"Bucket %s is permanently reserved to another fleet UID or immutable configuration (CelldStorageReservation %s: %s); no resources adopted. Restore the creation-time storage and tuning settings, or create the fleet with another bucket",
 			f.Spec.Storage.Bucket, res.Name, why))
-		return true, nil
+		return false, nil // heal what runs; provision nothing
 	}
 	return false, r.recordTuning(ctx, s, res)
 }

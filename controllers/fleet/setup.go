@@ -3,41 +3,139 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/drift"
+	"github.com/celld/celld-operator/controllers/nscache"
 )
 
 // Setup registers the CelldFleet controller with a manager. watches maps the CelldFleet GVK
 // to the embedded chart that renders its static children.
-func Setup(mgr ctrl.Manager, o Options, watches []children.Watch) error {
+func Setup(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, error) {
 	r, err := New(mgr, o, watches)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return r.SetupWithManager(mgr)
+	return r, r.SetupWithManager(mgr)
 }
 
-// SetupWithManager registers r: it watches CelldFleets and re-examines each one every
-// RequeuePeriod, since its children are read directly rather than watched.
+// SetupWithManager registers r. A fleet is reconciled when its spec, labels, annotations,
+// finalizers or deletion change (never for a status write, its own or the observer's), when
+// any of its cached children changes (unless watches.yaml turns watchDependentResources off),
+// when the StorageClass it names changes, and at the resync period.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.CelldFleet{}).
+	if r.Caches != nil {
+		if err := mgr.Add(r.Caches); err != nil {
+			return err
+		}
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&v1.CelldFleet{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
+			predicate.AnnotationChangedPredicate{}, lifecycleChanged{}))).
 		Named("celldfleet").
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles}).
+		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfStorageClass))
+	if r.Caches != nil && r.Options.WatchDependentResources {
+		b = b.WatchesRawSource(source.Channel(r.Caches.Events(), handler.EnqueueRequestsFromMapFunc(r.fleetsOf)))
+	}
+	return b.Complete(r)
 }
 
-// New builds a Reconciler from a manager: cached reads of CelldFleets, direct reads of
-// everything namespaced, the chart renderer of the CelldFleet watch and the event recorder.
+// lifecycleChanged passes updates that change finalizers or start deletion: neither always
+// changes the generation.
+type lifecycleChanged struct{ predicate.Funcs }
+
+func (lifecycleChanged) Update(e event.UpdateEvent) bool {
+	if e.ObjectOld == nil || e.ObjectNew == nil {
+		return true
+	}
+	return !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers()) ||
+		(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+}
+
+// fleetsOf maps a cached child to its fleet: by the fleet UID label, which every object the
+// operator creates carries (and a label-restricted informer reports the old object when a hand
+// edit removes it). Two unlabelled kinds are cached too: a claim wakes the fleet whose member
+// name it carries (a claim there that is not the fleet's is refused), a ServiceAccount the
+// fleets that run as it.
+func (r *Reconciler) fleetsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &v1.CelldFleetList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+		return nil
+	}
+	uid := obj.GetLabels()[v1.LabelFleetUID]
+	var out []reconcile.Request
+	for i := range list.Items {
+		f := &list.Items[i]
+		if ownedBy(obj, f, uid) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f)})
+		}
+	}
+	if len(out) == 0 && len(list.Items) == 0 && r.Caches != nil {
+		// The namespace's last fleet is gone: its cache serves nobody.
+		r.Caches.Release(obj.GetNamespace())
+	}
+	return out
+}
+
+func ownedBy(obj client.Object, f *v1.CelldFleet, uid string) bool {
+	if uid != "" {
+		return uid == string(f.UID)
+	}
+	switch o := obj.(type) {
+	case *corev1.PersistentVolumeClaim:
+		_, ok := v1.ClaimOrdinal(f.Name, o.Name)
+		return ok
+	case *metav1.PartialObjectMetadata:
+		if o.Kind != "ServiceAccount" {
+			return false
+		}
+		d := f.DeepCopy()
+		d.Default()
+		return d.Spec.ServiceAccountName == o.Name
+	}
+	return false
+}
+
+// fleetsOfStorageClass wakes the PersistentFleets that name a StorageClass, so a fleet waiting
+// for its class (StorageClassMissing, InvalidStorageClass) proceeds when it is created or fixed.
+func (r *Reconciler) fleetsOfStorageClass(ctx context.Context, obj client.Object) []reconcile.Request {
+	list := &v1.CelldFleetList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, f := range list.Items {
+		if s := f.Spec.Storage.StorageClassName; s != nil && *s == obj.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&f)})
+		}
+	}
+	return out
+}
+
+// New builds a Reconciler from a manager: cached reads of CelldFleets, per-namespace caches of
+// their children, direct reads where safety needs them, the chart renderer of the CelldFleet
+// watch and the event recorder. The CelldFleet entry of watches.yaml sets the resync period,
+// the workers and whether children are watched; Options override them when set.
 func New(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, error) {
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
@@ -49,6 +147,7 @@ func New(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, er
 			if renderer, err = children.NewRenderer(w); err != nil {
 				return nil, err
 			}
+			o = o.withWatch(w)
 		}
 	}
 	if renderer == nil {
@@ -58,15 +157,24 @@ func New(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, er
 	if err != nil {
 		return nil, err
 	}
+	apis := cachedAPIs(dc, 30*time.Second)
+	caches, err := nscache.New(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper(), func(ctx context.Context) (nscache.APIs, error) {
+		gw, istio, err := apis(ctx)
+		return nscache.APIs{GatewayAPI: gw, Istio: istio}, err
+	})
+	if err != nil {
+		return nil, err
+	}
 	return &Reconciler{
 		Client:   mgr.GetClient(),
 		Direct:   direct,
+		Caches:   caches,
 		Recorder: mgr.GetEventRecorder("celld-operator"),
 		Options:  o,
 		Children: renderer,
-		Applier:  &children.Applier{},
+		Applier:  &children.Applier{Direct: direct},
 		Drift:    &drift.Detector{},
-		APIs:     cachedAPIs(dc, 30*time.Second),
+		APIs:     apis,
 		metrics:  defaultMetrics(),
 	}, nil
 }

@@ -15,14 +15,15 @@ import (
 
 // workload creates or converges the fleet's StatefulSet or Deployment: the operator's template,
 // and a replica count that moves by growth runs (PersistentFleet) or one member per step on
-// scale-in. A paused fleet gets no workload write at all.
+// scale-in. A paused fleet gets no workload write at all. While a blocker holds provisioning
+// back, nothing is written either, but a StatefulSet fleet's healing is still planned at the
+// applied count: members that run are healed on their own disks whatever else is wrong.
 func (r *Reconciler) workload(ctx context.Context, s *scope) (bool, error) {
 	if paused(s.fleet) {
 		// Only the early replacement cleanup runs: holds are released and no disk is deleted.
-		s.verdict(v1.ReasonMaintenancePaused, lifecycle.PausedMessage)
 		return true, r.releaseHolds(ctx, s)
 	}
-	if s.isStatefulSet() {
+	if s.fleet.RunsAsStatefulSet() {
 		return r.statefulSet(ctx, s)
 	}
 	return r.deployment(ctx, s)
@@ -34,11 +35,24 @@ func paused(f *v1.CelldFleet) bool {
 
 func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
-	o := r.workloadOptions(s)
-	desired := workload.StatefulSet(f, o, f.DesiredReplicas())
 	if s.sts != nil && !r.ownedWorkload(s, s.sts) {
 		return true, nil
 	}
+	if s.find.Blocked() {
+		if s.sts == nil {
+			return true, nil // nothing runs, nothing to heal
+		}
+		// Heal only: the plan is made at the applied count, so no member is added or removed.
+		// Nothing is written this pass, so the live template is the one members keep running:
+		// for the healing rules it matches (no rollout of ours is about to recreate a member).
+		s.matches = true
+		facts := r.facts(s, s.matches)
+		step := lifecycle.Plan(facts, facts.Workload.Replicas)
+		s.heal = &step.Heal
+		return false, nil
+	}
+	o := r.workloadOptions(s)
+	desired := workload.StatefulSet(f, o, f.DesiredReplicas())
 	var want *appsv1.StatefulSet
 	var drifted []string
 	if s.sts != nil {
@@ -48,46 +62,52 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 			return true, fmt.Errorf("compare StatefulSet %s/%s with its rendering: %w", f.Namespace, f.Name, err)
 		}
 	}
-	facts := r.facts(s, s.sts != nil && len(drifted) == 0)
+	s.matches = s.sts != nil && len(drifted) == 0
+	facts := r.facts(s, s.matches)
 	step := lifecycle.Plan(facts, f.DesiredReplicas())
-	next, reason := step.Replicas, step.Reason
-	if reason != "" {
-		s.verdict(reason, step.Message)
-		if !lifecycle.Provisioned(reason) {
-			return true, nil // StorageIdentityConflict: no member is added, nothing is written
+	next := step.Replicas
+	if step.Reason != "" && !lifecycle.Provisioned(step.Reason) {
+		// StorageIdentityConflict: no member is added and nothing is written, but the members
+		// that run are healed.
+		s.find.Block(step.Reason, step.Message)
+		if s.sts != nil {
+			heal := lifecycle.Plan(facts, facts.Workload.Replicas).Heal
+			s.heal = &heal
 		}
+		return s.sts == nil, nil
 	}
+	s.find.Step = lifecycle.Verdict{Reason: step.Reason, Message: step.Message}
 	desired.Spec.Replicas = new(next)
 	s.heal = &step.Heal
 	if s.sts == nil {
 		if err := r.create(ctx, s, desired); err != nil {
 			return true, err
 		}
-		s.verdict(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
+		s.find.Created = true
 		return true, nil
 	}
 	want.Spec.Replicas = new(next)
 	if err := r.converge(ctx, s, s.sts, want, replicasOf(s.sts.Spec.Replicas), next, drifted); err != nil {
 		return true, err
 	}
-	if reason == "" {
-		s.verdict(rollout(facts.Workload, next, f.Name))
-		r.meshWait(s)
-	}
+	s.find.Workload, s.find.Applied = facts.Workload, next
 	return false, nil
 }
 
 func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
+	if s.deploy != nil && !r.ownedWorkload(s, s.deploy) {
+		return true, nil
+	}
+	if s.find.Blocked() {
+		return true, nil // a Deployment has no healing of its own: nothing to do
+	}
 	desired := workload.Deployment(f, r.workloadOptions(s), f.DesiredReplicas())
 	if s.deploy == nil {
 		if err := r.create(ctx, s, desired); err != nil {
 			return true, err
 		}
-		s.verdict(v1.ReasonProvisioning, "Workload created; waiting for runtime readiness and placement")
-		return true, nil
-	}
-	if !r.ownedWorkload(s, s.deploy) {
+		s.find.Created = true
 		return true, nil
 	}
 	d := s.deploy
@@ -96,49 +116,24 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return true, fmt.Errorf("compare Deployment %s/%s with its rendering: %w", f.Namespace, f.Name, err)
 	}
-	applied, target := replicasOf(d.Spec.Replicas), f.DesiredReplicas()
-	matches := len(drifted) == 0
-	rolledOut := matches && d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == applied &&
-		d.Status.ReadyReplicas == applied && d.Status.Replicas == applied
-	next := target
-	switch {
-	case target < applied && !rolledOut:
-		// One member per step, and only once the previous change has rolled out.
-		next = applied
-		s.verdict(v1.ReasonProvisioning, "Waiting for the previous change to roll out before removing a member")
-	case target < applied:
-		next = applied - 1
-	}
+	w := lifecycle.DeploymentFacts(d, len(drifted) == 0)
+	next, step := lifecycle.DeploymentStep(w, f.DesiredReplicas())
 	want.Spec.Replicas = new(next)
-	if err := r.converge(ctx, s, d, want, applied, next, drifted); err != nil {
+	if err := r.converge(ctx, s, d, want, w.Replicas, next, drifted); err != nil {
 		return true, err
 	}
-	if s.reason == "" {
-		w := lifecycle.Workload{Exists: true, Replicas: applied, TemplateMatches: matches,
-			Generation: d.Generation, ObservedGeneration: d.Status.ObservedGeneration,
-			UpdatedReplicas: d.Status.UpdatedReplicas, ReadyReplicas: d.Status.ReadyReplicas, RevisionCurrent: d.Status.Replicas == applied}
-		s.verdict(rollout(w, next, f.Name))
-		r.meshWait(s)
-	}
+	s.find.Step = step
+	s.find.Workload, s.find.Applied = w, next
 	return false, nil
-}
-
-// meshWait keeps a rolled-out fleet in Provisioning while its members' proxies do not match
-// the requested mesh membership: a missing injected proxy means the injector or the namespace
-// labels are wrong.
-func (r *Reconciler) meshWait(s *scope) {
-	if s.meshMixed && s.reason == v1.ReasonProvisioned {
-		s.verdict(v1.ReasonProvisioning, "Waiting for member sidecars to match the requested mesh membership; verify Istio injection")
-	}
 }
 
 // ownedWorkload refuses a workload the fleet did not create: without this fleet's UID label, or
 // controlled by someone else. Such an object is never converted or adopted.
 func (r *Reconciler) ownedWorkload(s *scope, obj client.Object) bool {
-	if obj.GetLabels()[v1.LabelFleetUID] == string(s.fleet.UID) && len(obj.GetOwnerReferences()) == 0 {
+	if s.fleet.Owns(obj) {
 		return true
 	}
-	s.verdict(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists and does not belong to this fleet (no %s=%s label, or owned by another controller); it is left alone: delete or rename it, or choose another fleet name",
+	s.find.Block(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists and does not belong to this fleet (no %s=%s label, or owned by another controller); it is left alone: delete or rename it, or choose another fleet name",
 		kindOf(obj), obj.GetNamespace(), obj.GetName(), v1.LabelFleetUID, s.fleet.UID))
 	return false
 }
@@ -210,20 +205,4 @@ func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object
 	}
 	logMutation(ctx, s, "create", kindOf(desired)+"/"+desired.GetName(), "the fleet has no workload")
 	return nil
-}
-
-// rollout is the verdict of a workload that needs no other wait: rolled out and ready, or
-// what it is waiting for.
-func rollout(w lifecycle.Workload, applied int32, fleet string) (string, string) {
-	switch {
-	case !w.Observed():
-		return v1.ReasonProvisioning, "Waiting for the workload controller to observe the new spec"
-	case w.Replicas != applied:
-		return v1.ReasonProvisioning, fmt.Sprintf("Changing %s from %d to %d members", fleet, w.Replicas, applied)
-	case !w.RevisionCurrent || w.UpdatedReplicas != w.Replicas:
-		return v1.ReasonProvisioning, fmt.Sprintf("Rolling out one member at a time: %d of %d members updated", w.UpdatedReplicas, w.Replicas)
-	case w.ReadyReplicas != w.Replicas:
-		return v1.ReasonProvisioning, fmt.Sprintf("Waiting for ready replicas: %d of %d ready", w.ReadyReplicas, w.Replicas)
-	}
-	return v1.ReasonProvisioned, "Workload rolled out and all replicas ready"
 }

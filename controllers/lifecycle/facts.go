@@ -1,11 +1,12 @@
 package lifecycle
 
 import (
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
 )
 
 // Timings of the self-healing chain. Each is a Facts field as well, so an end-to-end suite can
@@ -28,14 +29,6 @@ const (
 	// diskMadeForPod: a claim created less than this before its Pod was made for that Pod (the
 	// StatefulSet creates both together), so a fresh disk would not help that member.
 	diskMadeForPod = time.Minute
-
-	// MaxMembers bounds the ordinals a Facts value tracks: the CRD's maximum of spec.replicas.
-	// Ordinals at or above it cannot belong to a member, current or removed.
-	MaxMembers = 100
-
-	// ClaimTemplate is the name of the StatefulSet's volume claim template; a member's claim is
-	// ClaimTemplate-MEMBER.
-	ClaimTemplate = "data"
 )
 
 // Facts is everything one lifecycle decision needs, observed once per reconcile.
@@ -153,16 +146,6 @@ type Claim struct {
 	Terminating bool
 }
 
-// MemberName is the Pod name of a fleet's member.
-func MemberName(fleet string, ordinal int32) string {
-	return fleet + "-" + strconv.Itoa(int(ordinal))
-}
-
-// ClaimName is the claim name of a fleet's member.
-func ClaimName(fleet string, ordinal int32) string {
-	return ClaimTemplate + "-" + MemberName(fleet, ordinal)
-}
-
 // Observed is true when the StatefulSet controller has observed the current spec.
 func (w Workload) Observed() bool {
 	return w.Exists && w.ObservedGeneration >= w.Generation
@@ -186,8 +169,8 @@ func (f *Facts) absorb() time.Duration { return orDefault(f.AbsorbWindow, Defaul
 func (f *Facts) margin() time.Duration {
 	return orDefault(f.TerminationMargin, DefaultTerminationMargin)
 }
-func (f *Facts) name(i int32) string      { return MemberName(f.Fleet, i) }
-func (f *Facts) claimName(i int32) string { return ClaimName(f.Fleet, i) }
+func (f *Facts) name(i int32) string      { return v1.MemberName(f.Fleet, i) }
+func (f *Facts) claimName(i int32) string { return v1.ClaimName(f.Fleet, i) }
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d > 0 {

@@ -1,7 +1,6 @@
 package lifecycle
 
 import (
-	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,6 +31,29 @@ func WorkloadFacts(s *appsv1.StatefulSet, templateMatches bool) Workload {
 		ReadyReplicas:      s.Status.ReadyReplicas,
 		RevisionCurrent:    s.Status.CurrentRevision == s.Status.UpdateRevision,
 		UpdateRevision:     s.Status.UpdateRevision,
+	}
+}
+
+// DeploymentFacts reads a live Deployment as a Workload: its rollout is current when it runs
+// no Pods besides the applied count (status.replicas counts old and new ReplicaSets). A nil
+// Deployment is absent.
+func DeploymentFacts(d *appsv1.Deployment, templateMatches bool) Workload {
+	if d == nil {
+		return Workload{}
+	}
+	replicas := int32(1)
+	if d.Spec.Replicas != nil {
+		replicas = *d.Spec.Replicas
+	}
+	return Workload{
+		Exists:             true,
+		Replicas:           replicas,
+		TemplateMatches:    templateMatches,
+		Generation:         d.Generation,
+		ObservedGeneration: d.Status.ObservedGeneration,
+		UpdatedReplicas:    d.Status.UpdatedReplicas,
+		ReadyReplicas:      d.Status.ReadyReplicas,
+		RevisionCurrent:    d.Status.Replicas == replicas,
 	}
 }
 
@@ -129,7 +151,7 @@ func ClaimFacts(c *corev1.PersistentVolumeClaim, fleetUID types.UID) Claim {
 // AddPod records p as the Pod of the member its name designates. It reports false, and
 // records nothing, for a Pod that is not named like a member of f.Fleet.
 func (f *Facts) AddPod(p *corev1.Pod) bool {
-	i, ok := Ordinal(f.Fleet, p.Name)
+	i, ok := v1.MemberOrdinal(f.Fleet, p.Name)
 	if ok {
 		f.slot(i).Pod = PodFacts(p)
 	}
@@ -139,11 +161,7 @@ func (f *Facts) AddPod(p *corev1.Pod) bool {
 // AddClaim records c as the claim of the member its name designates. It reports false, and
 // records nothing, for a claim that is not named like a member claim of f.Fleet.
 func (f *Facts) AddClaim(c *corev1.PersistentVolumeClaim, fleetUID types.UID) bool {
-	name, ok := strings.CutPrefix(c.Name, ClaimTemplate+"-")
-	if !ok {
-		return false
-	}
-	i, ok := Ordinal(f.Fleet, name)
+	i, ok := v1.ClaimOrdinal(f.Fleet, c.Name)
 	if ok {
 		f.slot(i).Claim = ClaimFacts(c, fleetUID)
 	}
@@ -155,23 +173,4 @@ func (f *Facts) slot(i int32) *Member {
 		f.Members = append(f.Members, make([]Member, int(i)+1-len(f.Members))...)
 	}
 	return &f.Members[i]
-}
-
-// Ordinal parses a member name, FLEET-N, into N. It refuses another fleet's names (fleet
-// "a" does not own "a-b-0"), leading zeros and ordinals of MaxMembers or more.
-func Ordinal(fleet, name string) (int32, bool) {
-	digits, ok := strings.CutPrefix(name, fleet+"-")
-	if !ok || digits == "" || len(digits) > 3 || (len(digits) > 1 && digits[0] == '0') {
-		return 0, false
-	}
-	for _, r := range digits {
-		if r < '0' || r > '9' {
-			return 0, false
-		}
-	}
-	n, _ := strconv.Atoi(digits) // at most three digits, checked above
-	if n >= MaxMembers {
-		return 0, false
-	}
-	return int32(n), true
 }

@@ -80,19 +80,6 @@ func TestWorkloadFacts(t *testing.T) {
 	}
 }
 
-func TestOrdinalAcceptsOnlyThisFleetsMemberNames(t *testing.T) {
-	for name, want := range map[string]int32{"f-0": 0, "f-7": 7, "f-99": 99} {
-		if got, ok := Ordinal("f", name); !ok || got != want {
-			t.Errorf("%s: got %d %v, want %d", name, got, ok, want)
-		}
-	}
-	for _, name := range []string{"f-", "f", "f-01", "f-100", "f--1", "f-+1", "f-a", "f-1-0", "g-1", "ff-1", "f-1000000"} {
-		if _, ok := Ordinal("f", name); ok {
-			t.Errorf("%s is not a member of fleet f", name)
-		}
-	}
-}
-
 func TestFactsFromObjects(t *testing.T) {
 	f := Facts{Fleet: "f", Now: t0}
 	if f.AddPod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "other-0"}}) {

@@ -76,7 +76,7 @@ func Growth(f Facts, target int32) (next int32, reason, message string) {
 	if !f.Workload.Exists {
 		cur = 0
 	}
-	target = min(target, MaxMembers)
+	target = min(target, v1.MaxMembers)
 	if target <= cur {
 		return cur, "", ""
 	}
@@ -126,7 +126,7 @@ func Contraction(f Facts, target int32) (next int32, reason, message string) {
 // gives StorageIdentityConflict: the operator never adopts a disk it cannot prove is the
 // fleet's. It returns empty strings when every claim there is the fleet's or absent.
 func ForeignClaim(f Facts, upTo int32) (reason, message string) {
-	return foreignClaim(&f, 0, min(upTo, MaxMembers))
+	return foreignClaim(&f, 0, min(upTo, v1.MaxMembers))
 }
 
 func foreignClaim(f *Facts, from, to int32) (reason, message string) {

@@ -1,9 +1,6 @@
 package workload
 
 import (
-	"strconv"
-	"strings"
-
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 )
 
@@ -12,9 +9,6 @@ import (
 const (
 	// ContainerName is the one container of a member Pod.
 	ContainerName = "celld"
-	// ClaimTemplateName names the PersistentFleet claim template and, for Bucket, the emptyDir
-	// that takes its place; claims are named ClaimTemplateName-FLEET-N by the StatefulSet.
-	ClaimTemplateName = "data"
 	// DataPath is celld's data directory (CELLD_WATCH), on the claim or the emptyDir.
 	DataPath = "/work"
 
@@ -49,9 +43,6 @@ const (
 
 	peersServiceSuffix = "-peers"
 	memberSeparator    = "-"
-	claimPrefix        = ClaimTemplateName + memberSeparator
-	// maxOrdinalDigits only bounds parsing (replicas are at most 100) so int32 cannot overflow.
-	maxOrdinalDigits = 9
 
 	exportVolume = "export-kafka"
 	exportPath   = "/etc/celld/export"
@@ -81,41 +72,6 @@ func Labels(f *v1.CelldFleet) map[string]string {
 
 // PeersService is the headless Service that gives PersistentFleet members stable DNS names.
 func PeersService(fleet string) string { return fleet + peersServiceSuffix }
-
-// MemberName is the Pod name of ordinal n: "FLEET-N".
-func MemberName(fleet string, n int32) string {
-	return fleet + memberSeparator + strconv.FormatInt(int64(n), 10)
-}
-
-// ClaimName is the claim the StatefulSet creates for ordinal n: "data-FLEET-N".
-func ClaimName(fleet string, n int32) string { return claimPrefix + MemberName(fleet, n) }
-
-// Ordinal parses the ordinal of a member Pod name of fleet. It refuses names of other fleets
-// that share the prefix ("f-x-1" is not a member of "f"), signs, leading zeros and overflow, so
-// a name it accepts is exactly MemberName(fleet, n).
-func Ordinal(fleet, pod string) (int32, bool) {
-	rest, ok := strings.CutPrefix(pod, fleet+memberSeparator)
-	if !ok || rest == "" || len(rest) > maxOrdinalDigits || (len(rest) > 1 && rest[0] == '0') {
-		return 0, false
-	}
-	var n int32
-	for _, c := range []byte(rest) {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int32(c-'0')
-	}
-	return n, true
-}
-
-// ClaimOrdinal parses the ordinal of a member claim name of fleet ("data-FLEET-N").
-func ClaimOrdinal(fleet, claim string) (int32, bool) {
-	pod, ok := strings.CutPrefix(claim, claimPrefix)
-	if !ok {
-		return 0, false
-	}
-	return Ordinal(fleet, pod)
-}
 
 // OrderedZone is the zone of ordinal n of an Ordered Bucket fleet: zones[n % len(zones)], in
 // spec order (zones are fixed at creation, so an ordinal keeps its zone for the fleet's life).

@@ -148,7 +148,7 @@ func volumes(f *v1.CelldFleet) []corev1.Volume {
 	v := make([]corev1.Volume, 0, 3)
 	if f.Spec.Profile == v1.ProfileBucket {
 		_, limit := scratch(f)
-		v = append(v, corev1.Volume{Name: ClaimTemplateName, VolumeSource: corev1.VolumeSource{
+		v = append(v, corev1.Volume{Name: v1.ClaimTemplateName, VolumeSource: corev1.VolumeSource{
 			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit},
 		}})
 	}
@@ -166,7 +166,7 @@ func volumes(f *v1.CelldFleet) []corev1.Volume {
 func mounts(f *v1.CelldFleet) []corev1.VolumeMount {
 	m := make([]corev1.VolumeMount, 0, 3)
 	m = append(m,
-		corev1.VolumeMount{Name: ClaimTemplateName, MountPath: DataPath},
+		corev1.VolumeMount{Name: v1.ClaimTemplateName, MountPath: DataPath},
 		corev1.VolumeMount{Name: tmpVolume, MountPath: tmpPath})
 	if kafkaProperties(f) != nil {
 		m = append(m, corev1.VolumeMount{Name: exportVolume, MountPath: exportPath, ReadOnly: true})

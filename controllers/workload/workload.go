@@ -82,7 +82,7 @@ func objectMeta(f *v1.CelldFleet) metav1.ObjectMeta {
 func claimTemplate(f *v1.CelldFleet, o Options) corev1.PersistentVolumeClaim {
 	c := corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:   ClaimTemplateName,
+			Name:   v1.ClaimTemplateName,
 			Labels: Selector(f),
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{

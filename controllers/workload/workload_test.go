@@ -80,7 +80,7 @@ func TestPersistentFleetStatefulSet(t *testing.T) {
 		t.Fatalf("want one claim template, got %d", len(sp.VolumeClaimTemplates))
 	}
 	c := sp.VolumeClaimTemplates[0]
-	if c.Name != workload.ClaimTemplateName || c.Annotations[v1.AnnotationStorageReservation] != o.ReservationName {
+	if c.Name != v1.ClaimTemplateName || c.Annotations[v1.AnnotationStorageReservation] != o.ReservationName {
 		t.Errorf("claim template %q annotations %v", c.Name, c.Annotations)
 	}
 	if len(c.Spec.AccessModes) != 1 || c.Spec.AccessModes[0] != corev1.ReadWriteOncePod || *c.Spec.StorageClassName != "ebs-gp3" {
@@ -90,11 +90,11 @@ func TestPersistentFleetStatefulSet(t *testing.T) {
 		t.Errorf("claim size %s, want 20Gi", got.String())
 	}
 	for _, v := range sp.Template.Spec.Volumes {
-		if v.Name == workload.ClaimTemplateName {
+		if v.Name == v1.ClaimTemplateName {
 			t.Error("a PersistentFleet member's data must come from its claim, not a Pod volume")
 		}
 	}
-	if mountPath(sp.Template, workload.ClaimTemplateName) != "/work" {
+	if mountPath(sp.Template, v1.ClaimTemplateName) != "/work" {
 		t.Error("the data claim must be mounted at /work")
 	}
 	if _, ok := sp.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage]; ok {
@@ -140,7 +140,7 @@ func checkScratch(t *testing.T, name string, tpl corev1.PodTemplateSpec, limit, 
 	t.Helper()
 	var size *resource.Quantity
 	for _, v := range tpl.Spec.Volumes {
-		if v.Name == workload.ClaimTemplateName && v.EmptyDir != nil {
+		if v.Name == v1.ClaimTemplateName && v.EmptyDir != nil {
 			size = v.EmptyDir.SizeLimit
 		}
 	}
@@ -152,7 +152,7 @@ func checkScratch(t *testing.T, name string, tpl corev1.PodTemplateSpec, limit, 
 	if l.Cmp(resource.MustParse(limit)) != 0 || q.Cmp(resource.MustParse(request)) != 0 {
 		t.Errorf("%s: ephemeral-storage request %s limit %s, want %s/%s", name, q.String(), l.String(), request, limit)
 	}
-	if mountPath(tpl, workload.ClaimTemplateName) != "/work" {
+	if mountPath(tpl, v1.ClaimTemplateName) != "/work" {
 		t.Errorf("%s: data must be mounted at /work", name)
 	}
 }
@@ -297,45 +297,8 @@ func TestRenderingDoesNotAliasTheFleet(t *testing.T) {
 
 // TestMemberAndClaimNames: names the StatefulSet derives, and the parser the healing code uses.
 func TestMemberAndClaimNames(t *testing.T) {
-	if got := workload.MemberName("f", 12); got != "f-12" {
-		t.Errorf("MemberName = %q", got)
-	}
-	if got := workload.ClaimName("f", 0); got != "data-f-0" {
-		t.Errorf("ClaimName = %q", got)
-	}
 	if got := workload.PeersService("f"); got != "f-peers" {
 		t.Errorf("PeersService = %q", got)
-	}
-	for _, c := range []struct {
-		fleet, pod string
-		n          int32
-		ok         bool
-	}{
-		{"f", "f-0", 0, true}, {"f", "f-99", 99, true}, {"my-fleet", "my-fleet-3", 3, true},
-		{"f", "f-", 0, false}, {"f", "f", 0, false}, {"f", "g-1", 0, false},
-		{"f", "f-01", 0, false}, {"f", "f--1", 0, false}, {"f", "f-+1", 0, false},
-		{"f", "f-x-1", 0, false}, {"f", "f-1a", 0, false}, {"f", "f-9999999999", 0, false},
-		{"my", "my-fleet-3", 0, false}, {"f", "f-abcde", 0, false},
-	} {
-		n, ok := workload.Ordinal(c.fleet, c.pod)
-		if n != c.n || ok != c.ok {
-			t.Errorf("Ordinal(%q, %q) = %d, %v; want %d, %v", c.fleet, c.pod, n, ok, c.n, c.ok)
-		}
-	}
-	for _, c := range []struct {
-		claim string
-		n     int32
-		ok    bool
-	}{{"data-f-4", 4, true}, {"f-4", 0, false}, {"data-g-4", 0, false}, {"data-f-04", 0, false}} {
-		n, ok := workload.ClaimOrdinal("f", c.claim)
-		if n != c.n || ok != c.ok {
-			t.Errorf("ClaimOrdinal(f, %q) = %d, %v; want %d, %v", c.claim, n, ok, c.n, c.ok)
-		}
-	}
-	for n := range int32(101) {
-		if got, ok := workload.Ordinal("fleet", workload.MemberName("fleet", n)); !ok || got != n {
-			t.Fatalf("Ordinal does not invert MemberName at %d", n)
-		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/workload"
 )
@@ -221,7 +222,7 @@ func TestTheOperatorsSampleFleetsPassCelldsStartUpValidation(t *testing.T) {
 		tmpl := workload.PodTemplate(f, workload.Options{})
 		for _, ip := range []string{"10.12.0.7", "127.100.3.4"} { // a cluster's pod IP and the local cluster's
 			pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec, Status: corev1.PodStatus{PodIP: ip}}
-			pod.Name, pod.Namespace, pod.UID = workload.MemberName(f.Name, 2), f.Namespace, "0b6f4d2a-1c3e-4f5a-8b7c-9d0e1f2a3b4c"
+			pod.Name, pod.Namespace, pod.UID = v1.MemberName(f.Name, 2), f.Namespace, "0b6f4d2a-1c3e-4f5a-8b7c-9d0e1f2a3b4c"
 			env, opaque := containerEnv(pod)
 			if len(env) < 10 {
 				t.Fatalf("%s: the celld container's env was not found: %v", name, env)

@@ -214,7 +214,15 @@ func resourceGi(n int64) resource.Quantity { return *resource.NewQuantity(n<<30,
 // operatorWrites returns the write requests the lifecycle reconciler sent about namespace ns
 // (or about cluster-scoped objects named in names) since a time. The application observer's
 // status writes are left out: it is a separate component that publishes a changed observation
-// at once and an unchanged one at most once a minute (docs/application.md).
+// at once and an unchanged one at most once every 5 min (docs/application.md).
+// operatorReads are the operator's reads (GET and LIST, not watches) in namespace ns since.
+func operatorReads(ns string, since time.Time) []writeRecord {
+	GinkgoHelper()
+	return readJournal("operator-reads.jsonl", func(r writeRecord) bool {
+		return !r.At.Before(since) && strings.Contains(r.Path, "/namespaces/"+ns+"/")
+	})
+}
+
 func operatorWrites(ns string, since time.Time, names ...string) []writeRecord {
 	GinkgoHelper()
 	return readJournal("operator-writes.jsonl", func(r writeRecord) bool {

@@ -41,7 +41,7 @@ func operatorOptions(src *rbacSource) fleet.Options {
 	o.StorageProvisioners = []string{localcluster.ProvisionerName}
 	o.OperatorNamespace = src.operatorNamespace
 	o.OperatorServiceAccount = src.serviceAccount
-	o.RequeuePeriod = time.Second
+	o.WaitingRequeue = 3 * time.Second
 	o.MemberReplacementDelay = 20 * time.Second
 	o.AbsorbWindow = 8 * time.Second
 	o.TerminationMargin = 5 * time.Second
@@ -112,7 +112,7 @@ func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDen
 	// Pods and writes status.application.
 	ao := application.DefaultOptions()
 	ao.Interval = 2 * time.Second
-	if err := application.Add(mgr, ao); err != nil {
+	if err := application.Add(mgr, ao, r.Caches); err != nil {
 		t.Fatalf("application.Add: %v", err)
 	}
 	globalLog.set(op.logs)
