@@ -48,22 +48,27 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 }
 
 // recordTuning writes the creation-time execution, lifecycle, env and telemetry on the
-// reservation while the fleet still hashes to the frozen spec hash, so those fields may change
-// later and the reservation still verifies.
+// reservation when it has no record that verifies (none, as reservations of earlier releases
+// have, or an invalid one) and the fleet still hashes to the frozen spec hash, so those fields
+// may change later and the reservation still verifies. reservation.NeedsTuningRecord decides.
 func (r *Reconciler) recordTuning(ctx context.Context, s *scope, res *v1.CelldStorageReservation) error {
-	if _, ok := res.Annotations[v1.AnnotationReservedTuning]; ok {
+	if !reservation.NeedsTuningRecord(res, s.fleet) {
 		return nil
-	}
-	if reservation.SpecHash(s.fleet, res.Spec.InitialReplicas) != res.Spec.SpecHash {
-		return nil // only a fleet that still has its creation-time tuning may record it
 	}
 	record, err := reservation.TuningRecord(s.fleet)
 	if err != nil {
-		return err
+		return fmt.Errorf("record the tuning of %s on CelldStorageReservation %s: %w", s.key, res.Name, err)
 	}
+	res = res.DeepCopy()
 	if res.Annotations == nil {
 		res.Annotations = map[string]string{}
 	}
 	res.Annotations[v1.AnnotationReservedTuning] = record
-	return r.Direct.Update(ctx, res) // carries the read's resourceVersion
+	// An Update carrying the read's resourceVersion: if anyone wrote the reservation since, it
+	// fails with a conflict and the next pass decides again from a fresh read. Never retry a
+	// reservation write with a refreshed resourceVersion.
+	if err := r.Direct.Update(ctx, res); err != nil {
+		return fmt.Errorf("record the tuning of %s on CelldStorageReservation %s: %w", s.key, res.Name, err)
+	}
+	return nil
 }

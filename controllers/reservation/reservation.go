@@ -71,30 +71,44 @@ func endpoint(f *v1.CelldFleet) string {
 // bucketWorkload Deployment is hashed as the absent field, so defaulting it changes nothing.
 // Everything else (profile, bucketWorkload Ordered, serviceAccountName, storage, placement and
 // the tuning: execution, lifecycle, env, telemetry) is in the hash; the tuning may change
-// anyway through the reserved-tuning record (see Matches).
+// anyway through the reserved-tuning record (see Matches). Reservations written by earlier
+// releases froze other layouts of the same spec; they verify too (see frozenLayout).
 func SpecHash(f *v1.CelldFleet, initialReplicas int32) string {
-	return hashSpec(hashedSpec(&f.Spec, initialReplicas))
+	return digest(specJSON(excluded(defaulted(&f.Spec), initialReplicas)))
 }
 
-// hashedSpec is a defaulted deep copy of s with the exclusions applied.
-func hashedSpec(s *v1.CelldFleetSpec, initialReplicas int32) v1.CelldFleetSpec {
+// defaulted is a defaulted deep copy of s.
+func defaulted(s *v1.CelldFleetSpec) v1.CelldFleetSpec {
 	c := v1.CelldFleet{Spec: *s.DeepCopy()}
 	c.Default()
-	h := c.Spec
-	h.Replicas = &initialReplicas
-	h.RuntimeImage = ""
-	h.Maintenance, h.Capacity, h.Routing, h.Mesh, h.Export, h.Previews = nil, nil, nil, nil, nil, nil
-	if h.BucketWorkload == v1.BucketWorkloadDeployment {
-		h.BucketWorkload = ""
-	}
-	return h
+	return c.Spec
 }
 
-func hashSpec(s v1.CelldFleetSpec) string {
+// excluded is d with the exclusions applied; d is a copy the caller owns.
+func excluded(d v1.CelldFleetSpec, initialReplicas int32) v1.CelldFleetSpec {
+	d.Replicas = &initialReplicas
+	d.RuntimeImage = ""
+	d.Maintenance, d.Capacity, d.Routing, d.Mesh, d.Export, d.Previews = nil, nil, nil, nil, nil, nil
+	if d.BucketWorkload == v1.BucketWorkloadDeployment {
+		d.BucketWorkload = ""
+	}
+	return d
+}
+
+// specJSON is the hashed JSON of a spec, or nil if it cannot be encoded.
+func specJSON(s v1.CelldFleetSpec) []byte {
 	b, err := json.Marshal(s)
 	if err != nil {
-		// The spec is plain data; a marshal failure is a programming error. An empty hash
-		// matches no reservation, so it fails closed.
+		// The spec is plain data; a marshal failure is a programming error. No bytes hash to
+		// no hash, which matches no reservation, so it fails closed.
+		return nil
+	}
+	return b
+}
+
+// digest is the hex sha256 of b, or "" for no bytes.
+func digest(b []byte) string {
+	if b == nil {
 		return ""
 	}
 	sum := sha256.Sum256(b)

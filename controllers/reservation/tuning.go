@@ -50,7 +50,8 @@ func TuningRecord(f *v1.CelldFleet) (string, error) {
 // Matches reports whether fleet f may use reservation res, and why. The reservation must be
 // permanent (no owner reference, not being deleted), reserved to this very fleet (UID,
 // namespace, name; a fleet recreated under the same name has a new UID and never matches)
-// and to its bucket scope, and the fleet must reproduce the frozen hash: with its own spec, or
+// and to its bucket scope, and the fleet must reproduce the frozen hash, in the layout of
+// this release or of the release that wrote it (see frozenLayout): with its own spec, or
 // with its execution, lifecycle, env and telemetry replaced by the reserved-tuning record.
 // The record is trusted only because it must reproduce the frozen hash, so it can only
 // restore creation-time values; a record describing anything else matches nothing.
@@ -58,9 +59,9 @@ func Matches(res *v1.CelldStorageReservation, f *v1.CelldFleet) (bool, string) {
 	if why := identity(res, f); why != "" {
 		return false, why
 	}
-	initial := res.Spec.InitialReplicas
-	if SpecHash(f, initial) == res.Spec.SpecHash {
-		return true, MatchCurrent
+	initial, frozen := res.Spec.InitialReplicas, res.Spec.SpecHash
+	if l := frozenLayout(f, initial, frozen); l != "" {
+		return true, matched(MatchCurrent, l)
 	}
 	raw, ok := res.Annotations[v1.AnnotationReservedTuning]
 	if !ok {
@@ -70,25 +71,40 @@ func Matches(res *v1.CelldStorageReservation, f *v1.CelldFleet) (bool, string) {
 	if err != nil {
 		return false, "the fleet's storage-relevant spec differs from the one reserved at creation, and " + err.Error()
 	}
-	if SpecHash(withTuning(f, t), initial) != res.Spec.SpecHash {
-		return false, "the fleet's storage-relevant spec differs from the one reserved at creation, even with the reserved-tuning record"
+	if l := frozenLayout(withTuning(f, t), initial, frozen); l != "" {
+		return true, matched(MatchRecorded, l)
 	}
-	return true, MatchRecorded
+	return false, "the fleet's storage-relevant spec differs from the one reserved at creation, even with the reserved-tuning record"
 }
 
-// NeedsTuningRecord reports whether the reconciler should write TuningRecord(f) to res: the
-// fleet reproduces the frozen hash with its own tuning, so its tuning is the creation-time
-// tuning, and the reservation has no record that verifies.
+// matched is the reason for a match in layout l: the plain reason in this release's layout,
+// naming the release that froze the hash otherwise.
+func matched(reason string, l layout) string {
+	if l == layoutCurrent {
+		return reason
+	}
+	return reason + ", as " + string(l) + " hashed it"
+}
+
+// NeedsTuningRecord reports whether the reconciler should write TuningRecord(f) to res. It
+// should when the fleet reproduces the frozen hash with its own tuning (in any layout), so its
+// tuning is the creation-time tuning, and the reservation has no record that verifies: none (a
+// reservation written before records existed, or created without one), or an invalid one (not
+// strictly one bounded object, or not reproducing the hash). It never should when the fleet's
+// record does not fit in MaxTuningRecord: such a fleet keeps its tuning fixed. A record that
+// verifies is never rewritten, whatever its spelling, so a settled fleet writes nothing.
 func NeedsTuningRecord(res *v1.CelldStorageReservation, f *v1.CelldFleet) bool {
-	if identity(res, f) != "" || SpecHash(f, res.Spec.InitialReplicas) != res.Spec.SpecHash {
+	initial, frozen := res.Spec.InitialReplicas, res.Spec.SpecHash
+	if identity(res, f) != "" || frozenLayout(f, initial, frozen) == "" {
 		return false
 	}
-	raw, ok := res.Annotations[v1.AnnotationReservedTuning]
-	if !ok {
-		return true
+	if raw, ok := res.Annotations[v1.AnnotationReservedTuning]; ok {
+		if t, err := readRecord(raw); err == nil && frozenLayout(withTuning(f, t), initial, frozen) != "" {
+			return false
+		}
 	}
-	t, err := readRecord(raw)
-	return err != nil || SpecHash(withTuning(f, t), res.Spec.InitialReplicas) != res.Spec.SpecHash
+	_, err := TuningRecord(f)
+	return err == nil
 }
 
 // identity checks everything but the hash; it returns why the fleet may not use res, or "".

@@ -92,20 +92,64 @@ func TestAForgedRecordIsRefused(t *testing.T) {
 	}
 }
 
-func TestTheRecordIsWrittenOnlyWhileTheFleetHashesCorrectly(t *testing.T) {
+// TestTheTuningRecordIsWrittenWhenAbsentOrInvalidAndOnlyFromCreationTuning is the decision
+// the reconciler takes on every pass: write TuningRecord(fleet) or leave the reservation alone.
+func TestTheTuningRecordIsWrittenWhenAbsentOrInvalidAndOnlyFromCreationTuning(t *testing.T) {
 	f := fixture()
 	res := Desired(f)
-	if NeedsTuningRecord(res, f) {
-		t.Error("a reservation with a verified record needs no write")
+	valid := res.Annotations[v1.AnnotationReservedTuning]
+	forged, err := TuningRecord(retuned(f))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !NeedsTuningRecord(withoutRecord(res), f) {
-		t.Error("a reservation without a record gets one while the fleet still hashes correctly")
+	large := f.DeepCopy()
+	for i := range 20 {
+		large.Spec.Env = append(large.Spec.Env, v1.EnvVar{Name: "CELLD_V" + string(rune('A'+i)), Value: new(strings.Repeat("v", 4096))})
 	}
-	if !NeedsTuningRecord(withRecord(res, `{"x":1}`), f) {
-		t.Error("an invalid record is rewritten while the fleet still hashes correctly")
-	}
-	if NeedsTuningRecord(withoutRecord(res), retuned(f)) {
-		t.Error("a record must never be written from tuning that no longer reproduces the frozen hash")
+	legacy, export := legacyFleet(), exportFleet()
+	exportChanged := export.DeepCopy()
+	exportChanged.Spec.Export.Kafka.Topic = "other"
+	for _, c := range []struct {
+		name  string
+		res   *v1.CelldStorageReservation
+		fleet *v1.CelldFleet
+		write bool
+	}{
+		{name: "a record that verifies is left alone", res: res, fleet: f},
+		{name: "a record that verifies but leaves the defaults out is left alone (no rewrite for spelling)",
+			res: withRecord(res, `{"env":[{"name":"CELLD_LOG","value":"info"}]}`), fleet: f},
+		{name: "no record, the fleet unchanged: written", res: withoutRecord(res), fleet: f, write: true},
+		{name: "an empty record: rewritten", res: withRecord(res, ``), fleet: f, write: true},
+		{name: "an unparsable record: rewritten", res: withRecord(res, `execution: {}`), fleet: f, write: true},
+		{name: "a record with an unknown field: rewritten", res: withRecord(res, `{"x":1}`), fleet: f, write: true},
+		{name: "a record with data after the object: rewritten", res: withRecord(res, valid+`{}`), fleet: f, write: true},
+		{name: "a record over 64 KiB: rewritten",
+			res: withRecord(res, `{"env":[{"name":"CELLD_X","value":"`+strings.Repeat("x", MaxTuningRecord)+`"}]}`), fleet: f, write: true},
+		{name: "a well-formed record that does not reproduce the hash: rewritten", res: withRecord(res, forged), fleet: f, write: true},
+		{name: "tuning changed and no record: never written from tuning that is not the creation tuning",
+			res: withoutRecord(res), fleet: retuned(f)},
+		{name: "tuning changed and an invalid record: never rewritten from it", res: withRecord(res, `{"x":1}`), fleet: retuned(f)},
+		{name: "storage changed: nothing written", res: withoutRecord(res), fleet: func() *v1.CelldFleet {
+			g := f.DeepCopy()
+			g.Spec.Storage.SizeGiB = 99
+			return g
+		}()},
+		{name: "another fleet UID: nothing written", res: withoutRecord(res), fleet: func() *v1.CelldFleet {
+			g := f.DeepCopy()
+			g.UID = "new-uid"
+			return g
+		}()},
+		{name: "a record that would not fit in 64 KiB: nothing written, the tuning stays fixed",
+			res: withoutRecord(Desired(large)), fleet: large},
+		{name: "a v0.0.2 reservation without a record: written", res: frozenBy(legacy, v002Frozen), fleet: legacy, write: true},
+		{name: "a v0.0.8/v0.0.9 reservation without a record, export unchanged: written",
+			res: frozenBy(export, v009Frozen), fleet: export, write: true},
+		{name: "a v0.0.8/v0.0.9 reservation whose export changed: nothing written",
+			res: frozenBy(export, v009Frozen), fleet: exportChanged},
+	} {
+		if got := NeedsTuningRecord(c.res, c.fleet); got != c.write {
+			t.Errorf("%s: NeedsTuningRecord = %v, want %v", c.name, got, c.write)
+		}
 	}
 }
 
