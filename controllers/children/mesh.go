@@ -1,6 +1,10 @@
 package children
 
 import (
+	"encoding/json"
+	"slices"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -51,4 +55,67 @@ func HasProxy(spec *corev1.PodSpec) bool {
 		}
 	}
 	return false
+}
+
+// ProxyControlPlanes returns, sorted and without repeats, the namespaces of the istiod that the
+// fleet's running proxies were injected to talk to. The injector writes the discovery address
+// into the proxy's environment (PROXY_CONFIG's discoveryAddress, or CA_ADDR), for example
+// istiod.istio-system.svc:15012; the namespace is its second label. A proxy whose address
+// names no namespace contributes nothing. Finished Pods run no proxy.
+//
+// The fleet's NetworkPolicy keeps istiod egress to each of these namespaces, so a proxy keeps
+// its xDS and certificates until it exits, whatever spec.mesh says now: after a
+// controlPlaneNamespace change, and while the fleet leaves the mesh.
+func ProxyControlPlanes(pods []corev1.Pod) []string {
+	var out []string
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if ns := proxyControlPlane(&p.Spec); ns != "" && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func proxyControlPlane(spec *corev1.PodSpec) string {
+	var env []corev1.EnvVar
+	for _, list := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == istioProxy {
+				env = list[i].Env
+			}
+		}
+	}
+	addr := ""
+	for _, e := range env {
+		switch e.Name {
+		case "PROXY_CONFIG":
+			var pc struct {
+				DiscoveryAddress string `json:"discoveryAddress"`
+			}
+			if json.Unmarshal([]byte(e.Value), &pc) == nil && pc.DiscoveryAddress != "" {
+				addr = pc.DiscoveryAddress
+			}
+		case "CA_ADDR":
+			if addr == "" {
+				addr = e.Value
+			}
+		}
+	}
+	return addressNamespace(addr)
+}
+
+// addressNamespace is the namespace of a Service address SERVICE.NAMESPACE.svc[.DOMAIN][:port];
+// an IP address or a short name names none.
+func addressNamespace(addr string) string {
+	host, _, _ := strings.Cut(addr, ":")
+	labels := strings.Split(host, ".")
+	if len(labels) < 3 || labels[2] != "svc" || !dnsLabel(labels[1]) {
+		return ""
+	}
+	return labels[1]
 }

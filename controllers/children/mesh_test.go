@@ -140,3 +140,38 @@ func TestMeshTransitionsAddAndRemoveThePeerAuthentication(t *testing.T) {
 		t.Error("istiod egress stayed open after the fleet left the mesh")
 	}
 }
+
+func TestProxyControlPlanesReadsTheInjectedDiscoveryAddress(t *testing.T) {
+	proxy := func(env ...corev1.EnvVar) corev1.Pod {
+		return corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "celld"}, {Name: istioProxy, Env: env}}}}
+	}
+	native := func(env ...corev1.EnvVar) corev1.Pod {
+		always := corev1.ContainerRestartPolicyAlways
+		return corev1.Pod{Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: istioProxy, RestartPolicy: &always, Env: env}}}}
+	}
+	config := func(addr string) corev1.EnvVar {
+		return corev1.EnvVar{Name: "PROXY_CONFIG", Value: `{"discoveryAddress":"` + addr + `","proxyMetadata":{}}`}
+	}
+	finished := proxy(config("istiod.istio-old.svc:15012"))
+	finished.Status.Phase = corev1.PodSucceeded
+	for _, c := range []struct {
+		name string
+		pods []corev1.Pod
+		want []string
+	}{
+		{"no proxy", []corev1.Pod{{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "celld"}}}}}, nil},
+		{"PROXY_CONFIG", []corev1.Pod{proxy(config("istiod.istio-system.svc:15012"))}, []string{"istio-system"}},
+		{"a revision's istiod, full domain", []corev1.Pod{native(config("istiod-1-22.istio-canary.svc.cluster.local:15012"))}, []string{"istio-canary"}},
+		{"CA_ADDR when PROXY_CONFIG names none", []corev1.Pod{proxy(corev1.EnvVar{Name: "CA_ADDR", Value: "istiod.mesh-ca.svc:15012"})}, []string{"mesh-ca"}},
+		{"PROXY_CONFIG wins over CA_ADDR", []corev1.Pod{proxy(corev1.EnvVar{Name: "CA_ADDR", Value: "istiod.mesh-ca.svc:15012"}, config("istiod.istio-system.svc:15012"))}, []string{"istio-system"}},
+		{"two control planes, sorted, once each", []corev1.Pod{proxy(config("istiod.istio-system.svc:15012")), proxy(config("istiod.istio-canary.svc:15012")), proxy(config("istiod.istio-system.svc:15012"))}, []string{"istio-canary", "istio-system"}},
+		{"an IP or a short name names no namespace", []corev1.Pod{proxy(config("10.0.0.7:15012")), proxy(config("istiod:15012"))}, nil},
+		{"a finished Pod runs no proxy", []corev1.Pod{finished}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := ProxyControlPlanes(c.pods); !slices.Equal(got, c.want) {
+				t.Fatalf("ProxyControlPlanes = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -135,6 +135,14 @@ func TestGoldenRenderOfTransitions(t *testing.T) {
 			f.Annotations = map[string]string{v1.AnnotationIstioControlPlane: "istio-system"}
 			facts.MeshMixed = true
 		}},
+		{"mesh-leaving-after-control-plane-change", "istio-mesh", func(f *v1.CelldFleet, facts *OperatorFacts) {
+			// Joined through istio-system (remembered), moved to istio-canary, now leaving:
+			// proxies injected by both still run, and each keeps its istiod egress.
+			f.Spec.Mesh = nil
+			f.Annotations = map[string]string{v1.AnnotationIstioControlPlane: "istio-system"}
+			facts.MeshMixed = true
+			facts.ProxyControlPlanes = []string{"istio-canary", "istio-system"}
+		}},
 		{"mesh-left", "istio-mesh", func(f *v1.CelldFleet, facts *OperatorFacts) {
 			f.Spec.Mesh = nil
 			f.Annotations = map[string]string{v1.AnnotationIstioControlPlane: "istio-system"}

@@ -30,6 +30,9 @@ type OperatorFacts struct {
 	// membership (see MeshMixed). It keeps the PeerAuthentication, the relaxed peer rule and,
 	// for a departing fleet, the istiod egress.
 	MeshMixed bool
+	// ProxyControlPlanes are the istiod namespaces the fleet's running proxies use (see
+	// ProxyControlPlanes): istiod egress covers each of them until its last proxy exits.
+	ProxyControlPlanes []string
 }
 
 // Routing modes as the chart spells them.
@@ -90,7 +93,7 @@ func chartValues(f *v1.CelldFleet, facts OperatorFacts) (map[string]any, error) 
 	vals["egress"] = egress
 
 	vals["routing"] = routingValues(f)
-	vals["mesh"] = meshValues(f)
+	vals["mesh"] = meshValues(f, facts.ProxyControlPlanes)
 	return vals, nil
 }
 
@@ -148,29 +151,35 @@ func routingValues(f *v1.CelldFleet) map[string]any {
 }
 
 // meshValues reads spec.mesh.istio, or for a fleet that left the mesh the control plane it
-// remembered (the celld.eric.dev/istio-control-plane annotation's value), so istiod egress
-// points at the right namespace until the last proxy exits. A departing fleet keeps the
-// default AllowAll: its remaining proxies belong to members being rolled out of the mesh, and
-// outside the mesh 8080 is open to every caller the NetworkPolicy admits.
-func meshValues(f *v1.CelldFleet) map[string]any {
+// remembered (the celld.eric.dev/istio-control-plane annotation's value). istiodNamespaces, the
+// targets of istiod egress, add the namespaces the running proxies actually use (inUse), so a
+// proxy keeps its xDS until it exits even after a controlPlaneNamespace change. A departing
+// fleet keeps the default AllowAll: its remaining proxies belong to members being rolled out of
+// the mesh, and outside the mesh 8080 is open to every caller the NetworkPolicy admits.
+func meshValues(f *v1.CelldFleet, inUse []string) map[string]any {
 	v := map[string]any{
-		"enabled":               false,
-		"controlPlaneNamespace": v1.DefaultControlPlaneNamespace,
-		"applicationAccess":     string(v1.ApplicationAccessAllowAll),
+		"enabled":           false,
+		"applicationAccess": string(v1.ApplicationAccessAllowAll),
 	}
+	cp := v1.DefaultControlPlaneNamespace
 	if m := f.Spec.Mesh; m != nil && m.Istio != nil {
 		v["enabled"] = true
 		if m.Istio.ControlPlaneNamespace != "" {
-			v["controlPlaneNamespace"] = m.Istio.ControlPlaneNamespace
+			cp = m.Istio.ControlPlaneNamespace
 		}
 		if m.Istio.ApplicationAccess != "" {
 			v["applicationAccess"] = string(m.Istio.ApplicationAccess)
 		}
-		return v
+	} else if ns := f.Annotations[v1.AnnotationIstioControlPlane]; ns != "" && dnsLabel(ns) {
+		cp = ns
 	}
-	if ns := f.Annotations[v1.AnnotationIstioControlPlane]; ns != "" && dnsLabel(ns) {
-		v["controlPlaneNamespace"] = ns
+	namespaces := []any{cp}
+	for _, ns := range inUse {
+		if ns != cp && dnsLabel(ns) {
+			namespaces = append(namespaces, ns)
+		}
 	}
+	v["istiodNamespaces"] = namespaces
 	return v
 }
 

@@ -114,25 +114,31 @@ func (r *Reconciler) operatorFacts(ctx context.Context, s *scope) (children.Oper
 	} else if s.deploy != nil {
 		templateMeshed = s.deploy.Spec.Template.Labels["sidecar.istio.io/inject"] == "true"
 	}
-	return children.OperatorFacts{
+	facts := children.OperatorFacts{
 		Namespace:             r.Options.OperatorNamespace,
 		ServiceAccount:        r.Options.OperatorServiceAccount,
 		NetworkPolicyEnforced: r.Options.NetworkPolicyEnforced,
 		GatewayAPIInstalled:   gw,
 		IstioInstalled:        istio,
 		MeshMixed:             children.MeshMixed(s.pods, wantMeshed, templateMeshed),
-	}, nil
+	}
+	if _, remembered := f.Annotations[v1.AnnotationIstioControlPlane]; wantMeshed || remembered {
+		facts.ProxyControlPlanes = children.ProxyControlPlanes(s.pods)
+	}
+	return facts, nil
 }
 
-// rememberMesh records, before any change, that the fleet joined the mesh: the annotation keeps
-// replacement Pods' injection explicitly off after the fleet leaves, across operator restarts,
-// even in a namespace configured for injection.
+// rememberMesh records, before any change, that the fleet joined the mesh and through which
+// control plane: the annotation keeps replacement Pods' injection explicitly off after the
+// fleet leaves, across operator restarts, even in a namespace configured for injection, and
+// follows a controlPlaneNamespace change (istiod egress also covers every namespace a running
+// proxy still uses, see children.ProxyControlPlanes).
 func (r *Reconciler) rememberMesh(ctx context.Context, s *scope) error {
 	f := s.fleet
 	if f.Spec.Mesh == nil || f.Spec.Mesh.Istio == nil {
 		return nil
 	}
-	if _, ok := f.Annotations[v1.AnnotationIstioControlPlane]; ok {
+	if ns, ok := f.Annotations[v1.AnnotationIstioControlPlane]; ok && ns == f.Spec.Mesh.Istio.ControlPlaneNamespace {
 		return nil
 	}
 	live := s.live
@@ -144,7 +150,8 @@ func (r *Reconciler) rememberMesh(ctx context.Context, s *scope) error {
 	if err := r.Client.Patch(ctx, live, patch); err != nil {
 		return fmt.Errorf("record the mesh control plane on CelldFleet %s/%s: %w", live.Namespace, live.Name, err)
 	}
-	logMutation(ctx, s, "annotate", "CelldFleet/"+live.Name+" "+v1.AnnotationIstioControlPlane, "the fleet joins the mesh: replacement Pods keep injection explicit after it leaves")
+	logMutation(ctx, s, "annotate", "CelldFleet/"+live.Name+" "+v1.AnnotationIstioControlPlane+"="+f.Spec.Mesh.Istio.ControlPlaneNamespace,
+		"the fleet joins the mesh or changes control plane: replacement Pods keep injection explicit after it leaves")
 	if f.Annotations == nil {
 		f.Annotations = map[string]string{}
 	}

@@ -58,6 +58,27 @@ type Injector struct {
 	mu       sync.Mutex
 	injected []string // names of the Pods that got a proxy, first admission first (dry runs excluded)
 	admitted int      // Pod creates that got a proxy (dry runs excluded)
+	// controlPlane is the namespace of the istiod this injector stands in for.
+	controlPlane string
+}
+
+// ControlPlane is the namespace of the istiod the injected proxies talk to (istio-system
+// unless SetControlPlane changed it).
+func (in *Injector) ControlPlane() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.controlPlane == "" {
+		return "istio-system"
+	}
+	return in.controlPlane
+}
+
+// SetControlPlane makes the Pods injected from now on talk to the istiod in namespace ns, as a
+// move to another Istio revision or control plane does.
+func (in *Injector) SetControlPlane(ns string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.controlPlane = ns
 }
 
 // Admissions counts the Pod creates the injector gave a proxy.
@@ -174,8 +195,10 @@ type jsonPatchOp struct {
 func (in *Injector) patch(pod *corev1.Pod) []jsonPatchOp {
 	proxy := corev1.Container{
 		Name:  ProxyContainer,
-		Image: "docker.io/istio/proxyv2:1.24.0",
+		Image: "istio/proxyv2:1.24.0",
 		Args:  []string{"proxy", "sidecar"},
+		// As Istio's injector does: the proxy's istiod, where it gets xDS and certificates.
+		Env:   []corev1.EnvVar{{Name: "PROXY_CONFIG", Value: fmt.Sprintf(`{"discoveryAddress":"istiod.%s.svc:15012"}`, in.ControlPlane())}},
 		Ports: []corev1.ContainerPort{{Name: "http-envoy-prom", ContainerPort: 15090, Protocol: corev1.ProtocolTCP}},
 	}
 	status := jsonPatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{"sidecar.istio.io/status": `{"containers":["istio-proxy"]}`}}
