@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -25,6 +27,9 @@ var LifecycleConditions = []string{v1.ConditionReady, v1.ConditionProgressing, v
 // a settled fleet's reconcile writes nothing.
 func (r *Reconciler) report(ctx context.Context, s *scope) error {
 	live := s.live
+	if err := r.dropLegacyConditions(ctx, s, live); err != nil {
+		return err
+	}
 	want := r.project(s, live)
 	r.metrics.observe(live, want)
 	r.emit(s, live, want)
@@ -32,6 +37,30 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 		return nil
 	}
 	return client.IgnoreNotFound(ApplyStatus(ctx, r.Client, live, want)) // a released fleet may be gone
+}
+
+// legacyConditionTypes are conditions earlier releases (up to v0.0.5 and the one-disruption
+// controller) wrote and this release removes from their fleets.
+var legacyConditionTypes = []string{"LifecycleBlocked", "ProductionQualified", "DiskCleanupPending"}
+
+// dropLegacyConditions removes the legacy conditions once, with an optimistic-lock merge patch
+// of status: a server-side apply cannot remove what another field manager (an earlier
+// release's update) owns. status.lifecycle, which those releases also wrote, is not in this
+// release's schema, so the API server drops it with the first status write.
+func (r *Reconciler) dropLegacyConditions(ctx context.Context, s *scope, live *v1.CelldFleet) error {
+	keep := slices.DeleteFunc(slices.Clone(live.Status.Conditions), func(c metav1.Condition) bool {
+		return slices.Contains(legacyConditionTypes, c.Type)
+	})
+	if len(keep) == len(live.Status.Conditions) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	live.Status.Conditions = keep
+	if err := r.Client.Status().Patch(ctx, live, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	logMutation(ctx, s, "remove conditions", "CelldFleet/"+live.Name+" "+strings.Join(legacyConditionTypes, ","), "an earlier release wrote them; this release does not have them")
+	return nil
 }
 
 // project computes the lifecycle part of status.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -44,20 +45,56 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 			f.Spec.Storage.Bucket, res.Name, why))
 		return false, nil // heal what runs; provision nothing
 	}
-	return false, r.recordTuning(ctx, s, res)
+	res, err = r.recordTuning(ctx, s, res)
+	if err != nil {
+		return true, err
+	}
+	return false, r.supersede(ctx, s, res)
+}
+
+// supersede rewrites a current-operation annotation an earlier release left on the reservation
+// to this release's capacity record alone, or removes it, and reports an operation it held in
+// flight as superseded: the StatefulSet rolls members onto the current template instead. It
+// writes with an Update carrying the pass's read (or recordTuning's write) resourceVersion,
+// never retried: a conflict ends the pass.
+func (r *Reconciler) supersede(ctx context.Context, s *scope, res *v1.CelldStorageReservation) error {
+	value, ok := res.Annotations[v1.AnnotationCurrentOperation]
+	if !ok {
+		return nil
+	}
+	sup := reservation.Supersede(value, s.fleet.UID)
+	if !sup.Changed {
+		return nil
+	}
+	res = res.DeepCopy()
+	if sup.Remove {
+		delete(res.Annotations, v1.AnnotationCurrentOperation)
+	} else {
+		res.Annotations[v1.AnnotationCurrentOperation] = sup.Value
+	}
+	if err := r.Direct.Update(ctx, res); err != nil {
+		return fmt.Errorf("rewrite the current-operation record of CelldStorageReservation %s: %w", res.Name, err)
+	}
+	why := "an earlier release kept claim identities, operations and disruption times there; only capacity-policy state remains"
+	logMutation(ctx, s, "rewrite", "CelldStorageReservation/"+res.Name+" "+v1.AnnotationCurrentOperation, why)
+	if sup.Operation != "" {
+		s.events = append(s.events, fleetEvent{kind: corev1.EventTypeNormal, reason: v1.EventOperationSuperseded,
+			message: fmt.Sprintf("Dropped %s recorded by an earlier release; members roll onto the current template instead", sup.Operation)})
+	}
+	return nil
 }
 
 // recordTuning writes the creation-time execution, lifecycle, env and telemetry on the
 // reservation when it has no record that verifies (none, as reservations of earlier releases
 // have, or an invalid one) and the fleet still hashes to the frozen spec hash, so those fields
 // may change later and the reservation still verifies. reservation.NeedsTuningRecord decides.
-func (r *Reconciler) recordTuning(ctx context.Context, s *scope, res *v1.CelldStorageReservation) error {
+func (r *Reconciler) recordTuning(ctx context.Context, s *scope, res *v1.CelldStorageReservation) (*v1.CelldStorageReservation, error) {
 	if !reservation.NeedsTuningRecord(res, s.fleet) {
-		return nil
+		return res, nil
 	}
 	record, err := reservation.TuningRecord(s.fleet)
 	if err != nil {
-		return fmt.Errorf("record the tuning of %s on CelldStorageReservation %s: %w", s.key, res.Name, err)
+		return nil, fmt.Errorf("record the tuning of %s on CelldStorageReservation %s: %w", s.key, res.Name, err)
 	}
 	res = res.DeepCopy()
 	if res.Annotations == nil {
@@ -68,7 +105,7 @@ func (r *Reconciler) recordTuning(ctx context.Context, s *scope, res *v1.CelldSt
 	// fails with a conflict and the next pass decides again from a fresh read. Never retry a
 	// reservation write with a refreshed resourceVersion.
 	if err := r.Direct.Update(ctx, res); err != nil {
-		return fmt.Errorf("record the tuning of %s on CelldStorageReservation %s: %w", s.key, res.Name, err)
+		return nil, fmt.Errorf("record the tuning of %s on CelldStorageReservation %s: %w", s.key, res.Name, err)
 	}
-	return nil
+	return res, nil
 }

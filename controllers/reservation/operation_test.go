@@ -1,0 +1,34 @@
+package reservation
+
+import (
+	"testing"
+)
+
+func TestSupersedeKeepsOnlyThisReleasesCapacityRecord(t *testing.T) {
+	const uid = "fleet-uid"
+	for _, c := range []struct {
+		name      string
+		value     string
+		changed   bool
+		remove    bool
+		rewritten string
+		operation string
+	}{
+		{"this release's record is kept", `{"version":1,"fleetUID":"fleet-uid","capacity":{"lastScaleOut":"2026-11-30T10:00:00Z"}}`, false, false, "", ""},
+		{"this release's record without capacity is kept", `{"version":1,"fleetUID":"fleet-uid"}`, false, false, "", ""},
+		{"another fleet's record is rewritten for this fleet", `{"version":1,"fleetUID":"other","capacity":{"x":1}}`, true, false, `{"version":1,"fleetUID":"fleet-uid","capacity":{"x":1}}`, ""},
+		{"v0.0.5's strict operation in flight is dropped and named", `{"operation":{"kind":"RollingRestart","id":"op-7","phase":"Draining"},"claims":{"data-f-0":"uid-a"},"disruptions":{"f-1":"2026-11-30T10:00:00Z"}}`, true, true, "", "RollingRestart operation op-7"},
+		{"the one-disruption controller's list keeps its last entry", `{"operations":[{"type":"Upgrade","id":"u-1"},{"type":"Replace","id":"r-2"}],"capacity":{"x":1}}`, true, false, `{"version":1,"fleetUID":"fleet-uid","capacity":{"x":1}}`, "Replace operation r-2"},
+		{"claim identities alone are dropped without an event", `{"claims":{"data-f-0":"uid-a"}}`, true, true, "", ""},
+		{"a null capacity is no capacity", `{"operations":[],"capacity":null}`, true, true, "", ""},
+		{"an unreadable record is removed", `not json`, true, true, "", ""},
+		{"a version this release does not write is rewritten", `{"version":2,"fleetUID":"fleet-uid","capacity":{"x":1}}`, true, false, `{"version":1,"fleetUID":"fleet-uid","capacity":{"x":1}}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Supersede(c.value, uid)
+			if got.Changed != c.changed || got.Remove != c.remove || got.Value != c.rewritten || got.Operation != c.operation {
+				t.Fatalf("Supersede = %+v, want changed=%v remove=%v value=%q operation=%q", got, c.changed, c.remove, c.rewritten, c.operation)
+			}
+		})
+	}
+}
