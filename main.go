@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,9 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -148,11 +154,45 @@ func run(args []string) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
+	reportClusterAccess(mgr.GetConfig(), log)
 	log.Info("starting celld-operator", "version", version, "networkPolicyEnforced", o.fleet.NetworkPolicyEnforced,
 		"memberReplacementDelay", o.fleet.MemberReplacementDelay.String(), "operatorNamespace", o.fleet.OperatorNamespace,
 		"resyncPeriod", r.Options.RequeuePeriod.String(), "maxConcurrentReconciles", r.Options.MaxConcurrentReconciles,
 		"watchDependentResources", r.Options.WatchDependentResources)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// clusterReads are the cluster-wide reads the manager's cache needs before any fleet is
+// reconciled. Without them the operator waits rather than exits (no crash loop), and says why.
+var clusterReads = []authorizationv1.ResourceAttributes{
+	{Group: v1.GroupVersion.Group, Resource: "celldfleets", Verb: "list"},
+	{Group: v1.GroupVersion.Group, Resource: "celldfleets", Verb: "watch"},
+	{Group: "storage.k8s.io", Resource: "storageclasses", Verb: "list"},
+	{Group: "storage.k8s.io", Resource: "storageclasses", Verb: "watch"},
+}
+
+// reportClusterAccess logs, once at start, every cluster-wide read the operator's
+// ServiceAccount lacks, naming the ClusterRole to fix.
+func reportClusterAccess(cfg *rest.Config, log logr.Logger) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		log.Error(err, "cannot check the operator's access")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, attrs := range clusterReads {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+		got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			log.Error(err, "cannot check the operator's access", "verb", attrs.Verb, "resource", attrs.Resource)
+			continue
+		}
+		if !got.Status.Allowed {
+			log.Error(nil, "the operator may not read a kind it needs cluster-wide; it waits until it may: apply the ClusterRole celld-operator (config/rbac/role.yaml, or the chart's rbac-cluster.yaml)",
+				"verb", attrs.Verb, "group", attrs.Group, "resource", attrs.Resource)
+		}
+	}
 }
 
 func splitList(s string) []string {

@@ -52,7 +52,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, lifecycleChanged{}))).
 		Named("celldfleet").
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles}).
+		// An operator started without the rights to list and watch CelldFleets or StorageClasses
+		// waits (the informers log each Forbidden, and main.go names the missing rule at start)
+		// instead of exiting after the default two minutes and crash-looping.
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles, CacheSyncTimeout: 24 * time.Hour}).
 		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfStorageClass))
 	if r.Caches != nil && r.Options.WatchDependentResources {
 		b = b.WatchesRawSource(source.Channel(r.Caches.Events(), handler.EnqueueRequestsFromMapFunc(r.fleetsOf)))
