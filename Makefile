@@ -65,8 +65,9 @@ bench: ## Benchmarks of the pure packages (numbers go to docs/performance.md).
 	go test -run='^$$' -bench=. -benchmem ./api/... ./controllers/...
 
 .PHONY: test-scale
-test-scale: tools $(GINKGO) build ## Long scale and soak runs, not part of make test.
-	$(GINKGO) -v --label-filter=scale --timeout=60m ./tests/e2e
+test-scale: tools $(GINKGO) build ## Long scale and soak runs, not part of make test (SCALE_FLEETS, SCALE_SETTLE size the read-model run).
+	$(GINKGO) -v --label-filter='scale && !read-model' --timeout=60m ./tests/e2e
+	CELLD_E2E_OPERATOR_BINARY=$(abspath $(BIN))/manager $(GINKGO) -v --label-filter=read-model --timeout=90m ./tests/e2e
 
 ##@ Build and generate
 

@@ -76,7 +76,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.fleet.TerminationMargin, "termination-margin", o.fleet.TerminationMargin, "how long past its grace a terminating member is force-deleted (testing only)")
 	fs.DurationVar(&o.fleet.RequeuePeriod, "requeue-period", 0, "override of watches.yaml's reconcilePeriod: how often a settled fleet is re-examined without an event (default 10m)")
 	fs.DurationVar(&o.fleet.WaitingRequeue, "waiting-requeue-period", o.fleet.WaitingRequeue, "how often a fleet that waits for something no watch sees (blocked, provisioning) is re-examined (testing only)")
-	fs.IntVar(&o.fleet.MaxConcurrentReconciles, "max-concurrent-reconciles", 0, "override of watches.yaml's maxConcurrentReconciles (default 4)")
+	fs.IntVar(&o.fleet.MaxConcurrentReconciles, "max-concurrent-reconciles", 0, "override of watches.yaml's maxConcurrentReconciles (default 16)")
 	fs.BoolVar(&o.allowShortReplacementDelay, "unsafe-allow-short-replacement-delay", false, "accept --member-replacement-delay below 1m (e2e only)")
 	o.zap = zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	o.zap.BindFlags(fs)

@@ -48,7 +48,7 @@ type Options struct {
 // Defaults of the settings watches.yaml may set.
 const (
 	DefaultResyncPeriod            = 10 * time.Minute
-	DefaultMaxConcurrentReconciles = 4
+	DefaultMaxConcurrentReconciles = 16
 )
 
 // DefaultOptions are the production defaults from the seeds.

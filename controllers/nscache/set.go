@@ -331,20 +331,34 @@ func (s *Set) start(base context.Context, ns string, sp *space) {
 }
 
 // probe proves, for every kind, that the operator may list and watch it in ns: an informer
-// without the rights would retry forever instead of failing. It returns the first Forbidden.
+// without the rights would retry forever instead of failing. The kinds are probed at once; it
+// returns the first Forbidden (or other error) in kind order.
 func (s *Set) probe(ctx context.Context, ns string, ks []kind) error {
-	for _, k := range ks {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
-		if err := s.direct.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {
-			return fmt.Errorf("list %s in namespace %s: %w", k.gvk.Kind, ns, err)
-		}
-		w, err := s.direct.Watch(ctx, list, client.InNamespace(ns), client.MatchingLabels{v1.LabelFleetUID: "probe"})
-		if err != nil {
-			return fmt.Errorf("watch %s in namespace %s: %w", k.gvk.Kind, ns, err)
-		}
-		w.Stop()
+	errs := make([]error, len(ks))
+	var wg sync.WaitGroup
+	for i, k := range ks {
+		wg.Go(func() { errs[i] = s.probeKind(ctx, ns, k) })
 	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Set) probeKind(ctx context.Context, ns string, k kind) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(k.gvk.GroupVersion().WithKind(k.gvk.Kind + "List"))
+	if err := s.direct.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {
+		return fmt.Errorf("list %s in namespace %s: %w", k.gvk.Kind, ns, err)
+	}
+	w, err := s.direct.Watch(ctx, list, client.InNamespace(ns), client.MatchingLabels{v1.LabelFleetUID: "probe"})
+	if err != nil {
+		return fmt.Errorf("watch %s in namespace %s: %w", k.gvk.Kind, ns, err)
+	}
+	w.Stop()
 	return nil
 }
 

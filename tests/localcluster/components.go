@@ -55,7 +55,7 @@ func apiserverArgs(k *pki, p ports) []string {
 		"--kubelet-client-key", k.path("apiserver-kubelet-client.key"),
 		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file", k.path("sa.pub"), "--service-account-signing-key-file", k.path("sa.key"),
-		"--service-cluster-ip-range", "10.96.0.0/24",
+		"--service-cluster-ip-range", "10.96.0.0/20", // room for the read-model benchmark's 300 fleets
 		// defaults (including PodSecurity) stay on; NodeRestriction is added on top
 		"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
 		"--allow-privileged=true",

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/controllers/reservation"
+	"github.com/celld/celld-operator/controllers/workload"
+	"github.com/celld/celld-operator/tests/e2e/framework"
+)
+
+// The read-model benchmark of docs/performance.md: SCALE_FLEETS (300) three-member
+// PersistentFleets, ten per namespace, measured against the API server's own pace and then
+// left settled for SCALE_SETTLE (5 min). Run it with make test-scale.
+var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, func() {
+	It("brings SCALE_FLEETS fleets to Ready at the API server's pace, then costs no request", func(ctx context.Context) {
+		Expect(binaryOperator()).NotTo(BeEmpty(), "the read-model benchmark measures the operator binary in its own process: run it with make test-scale (it sets %s)", binaryEnv)
+		fleets := envInt("SCALE_FLEETS", 300)
+		settle := envDuration("SCALE_SETTLE", 5*time.Minute)
+		const perNamespace = 10
+		names := func(n int) (namespaces []string) {
+			for range (fleets + perNamespace - 1) / perNamespace {
+				namespaces = append(namespaces, fleetNamespace(ctx, n2s(n)))
+			}
+			return namespaces
+		}
+		fleetAt := func(namespaces []string, i int) (string, string) {
+			return namespaces[i/perNamespace], fmt.Sprintf("s%d", i%perNamespace)
+		}
+
+		By("baseline: the rendered objects applied directly, at the API server's own pace")
+		base := names(0)
+		start := time.Now()
+		applyRendered(ctx, fleets, func(i int) (string, string) { return fleetAt(base, i) })
+		framework.EventuallyWithin(ctx, 15*time.Minute, func() int { return readyStatefulSets(ctx, base) }).
+			Should(Equal(fleets), "baseline StatefulSets never became ready")
+		baseline := time.Since(start)
+		report(fmt.Sprintf("%d fleets: baseline (server-side apply of the rendered objects) to all Ready", fleets), baseline.Round(100*time.Millisecond))
+		for _, ns := range base {
+			Expect(kube().Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		}
+		framework.EventuallyWithin(ctx, 10*time.Minute, func() int { return podsIn(ctx, base) }).Should(BeZero(), "baseline Pods never went")
+
+		By("the operator: the same fleets as CelldFleets")
+		namespaces := names(1)
+		cpu0, _, err := operatorProcess()
+		Expect(err).NotTo(HaveOccurred())
+		req0, err := operatorRequests(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		start = time.Now()
+		for i := range fleets {
+			ns, name := fleetAt(namespaces, i)
+			Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
+		}
+		framework.EventuallyWithin(ctx, 20*time.Minute, func() int { return readyFleets(ctx, namespaces) }).
+			Should(Equal(fleets), "the fleets never became Ready")
+		ready := time.Since(start)
+		req1, err := operatorRequests(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		report(fmt.Sprintf("%d fleets: operator, creation to all Ready", fleets), ready.Round(100*time.Millisecond))
+		report(fmt.Sprintf("%d fleets: operator time / baseline time", fleets), fmt.Sprintf("%.2f", ready.Seconds()/baseline.Seconds()))
+		report("creation to Ready: operator requests per fleet by method", perFleet(delta(req0, req1), fleets))
+
+		By("settled: the observer's first result lands, then the operator is left alone")
+		framework.EventuallyWithin(ctx, 10*time.Minute, func() int { return convergedFleets(ctx, namespaces) }).Should(Equal(fleets))
+		settledAt := time.Now()
+		req2, err := operatorRequests(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Consistently(ctx, func() int { return readyFleets(ctx, namespaces) }).
+			WithTimeout(settle).WithPolling(30 * time.Second).Should(Equal(fleets))
+		window := time.Since(settledAt)
+		req3, err := operatorRequests(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		d := delta(req2, req3)
+		total := 0.0
+		for _, v := range d {
+			total += v
+		}
+		rate := total / float64(fleets) / window.Seconds()
+		report(fmt.Sprintf("settled %s: requests per fleet per second (rest_client_requests_total, every method, watches included)", window.Round(time.Second)), fmt.Sprintf("%.5f", rate))
+		report("settled: requests by method, whole operator", d)
+		Expect(rate).To(BeNumerically("<=", 0.01), "settled fleets must cost at most 0.01 requests per fleet per second")
+
+		By("drift: a NetworkPolicy widened by hand is restored, 20 times")
+		var took []time.Duration
+		for trial := range 20 {
+			ns, name := fleetAt(namespaces, (trial*7)%fleets)
+			took = append(took, widenAndAwaitRestore(ctx, ns, name))
+		}
+		slices.Sort(took)
+		report("drift: NetworkPolicy restore, median of 20", took[len(took)/2].Round(time.Millisecond))
+		report("drift: NetworkPolicy restore, p95 of 20", took[len(took)*95/100].Round(time.Millisecond))
+		Expect(took[len(took)/2]).To(BeNumerically("<=", time.Second), "the median restore must be within 1 s")
+
+		cpu1, rss, err := operatorProcess()
+		Expect(err).NotTo(HaveOccurred())
+		report("operator process: peak RSS MiB", rss/1024)
+		report("operator process: CPU seconds from creation to the end", fmt.Sprintf("%.1f", cpu1-cpu0))
+		Expect(rss/1024).To(BeNumerically("<=", 200), "the operator's peak RSS must stay within 200 MiB")
+	})
+})
+
+func delta(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func perFleet(m map[string]float64, fleets int) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = fmt.Sprintf("%.1f", v/float64(fleets))
+	}
+	return out
+}
+
+func n2s(n int) string { return "sc" + strconv.Itoa(n) }
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// applyRendered server-side applies, for n fleets, exactly what the operator would render:
+// the StatefulSet and the chart's children, under a made-up fleet UID.
+func applyRendered(ctx context.Context, n int, at func(int) (string, string)) {
+	GinkgoHelper()
+	renderer, err := children.NewFleetRenderer()
+	Expect(err).NotTo(HaveOccurred())
+	facts := children.OperatorFacts{Namespace: e2eOptions.OperatorNamespace, ServiceAccount: e2eOptions.OperatorServiceAccount, NetworkPolicyEnforced: true}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		ns, name := at(i)
+		f := persistentFleet(ns, name, 3)
+		f.UID = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
+		f.Default()
+		objs, err := renderer.Render(f, facts)
+		Expect(err).NotTo(HaveOccurred())
+		sts := workload.StatefulSet(f, workload.Options{ReservationName: reservation.Name(f.Spec.Storage.Bucket, "")}, 3)
+		raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sts)
+		Expect(err).NotTo(HaveOccurred())
+		u := &unstructured.Unstructured{Object: raw}
+		u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("StatefulSet"))
+		objs = append(objs, u)
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			for _, o := range objs {
+				o.SetManagedFields(nil)
+				if err := kube().Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("baseline"), client.ForceOwnership); err != nil {
+					errs <- fmt.Errorf("%s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		Expect(err).NotTo(HaveOccurred())
+	}
+}
+
+func readyStatefulSets(ctx context.Context, namespaces []string) int {
+	n := 0
+	for _, ns := range namespaces {
+		list := &appsv1.StatefulSetList{}
+		if kube().List(ctx, list, client.InNamespace(ns)) != nil {
+			return 0
+		}
+		for _, s := range list.Items {
+			if s.Status.ReadyReplicas == 3 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func podsIn(ctx context.Context, namespaces []string) int {
+	n := 0
+	for _, ns := range namespaces {
+		list := &corev1.PodList{}
+		if kube().List(ctx, list, client.InNamespace(ns)) != nil {
+			return -1
+		}
+		n += len(list.Items)
+	}
+	return n
+}
+
+func fleetsWhere(ctx context.Context, namespaces []string, ok func(*v1.CelldFleet) bool) int {
+	n := 0
+	for _, ns := range namespaces {
+		list := &v1.CelldFleetList{}
+		if kube().List(ctx, list, client.InNamespace(ns)) != nil {
+			return 0
+		}
+		for i := range list.Items {
+			if ok(&list.Items[i]) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func readyFleets(ctx context.Context, namespaces []string) int {
+	return fleetsWhere(ctx, namespaces, func(f *v1.CelldFleet) bool {
+		return conditionOf(f, v1.ConditionReady) == "True/"+v1.ReasonProvisioned && f.Status.ReadyReplicas == 3
+	})
+}
+
+func convergedFleets(ctx context.Context, namespaces []string) int {
+	return fleetsWhere(ctx, namespaces, func(f *v1.CelldFleet) bool {
+		return conditionOf(f, v1.ConditionApplicationConverged) == "True/"+v1.ReasonConverged
+	})
+}
+
+func conditionOf(f *v1.CelldFleet, t string) string {
+	for _, c := range f.Status.Conditions {
+		if c.Type == t {
+			return string(c.Status) + "/" + c.Reason
+		}
+	}
+	return ""
+}
+
+// widenAndAwaitRestore opens the fleet's NetworkPolicy to every source by hand and returns how
+// long the operator took to restore it, timed by a watch rather than a poll.
+func widenAndAwaitRestore(ctx context.Context, ns, name string) time.Duration {
+	GinkgoHelper()
+	np := &networkingv1.NetworkPolicy{}
+	Expect(kube().Get(ctx, key(ns, name), np)).To(Succeed())
+	want := np.Spec
+	w, err := framework.Cluster.Client.NetworkingV1().NetworkPolicies(ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + name, ResourceVersion: np.ResourceVersion})
+	Expect(err).NotTo(HaveOccurred())
+	defer w.Stop()
+	np.Spec.Ingress = append(np.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
+	Expect(kube().Update(ctx, np, client.FieldOwner("kubectl-edit"))).To(Succeed())
+	start := time.Now()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case e, ok := <-w.ResultChan():
+			Expect(ok).To(BeTrue(), "the watch of NetworkPolicy %s/%s ended", ns, name)
+			if got, isNP := e.Object.(*networkingv1.NetworkPolicy); isNP && e.Type == watch.Modified &&
+				got.ResourceVersion != np.ResourceVersion && equalJSON(got.Spec, want) {
+				return time.Since(start)
+			}
+		case <-deadline:
+			Fail(fmt.Sprintf("NetworkPolicy %s/%s was not restored within 30 s", ns, name))
+		}
+	}
+}
+
+func equalJSON(a, b networkingv1.NetworkPolicySpec) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}
