@@ -34,10 +34,3 @@ func (r *Reconciler) facts(s *scope, matches bool) lifecycle.Facts {
 	return lf
 }
 
-// replicasOf is spec.replicas with the API's default of 1 for an unset field.
-func replicasOf(p *int32) int32 {
-	if p == nil {
-		return 1
-	}
-	return *p
-}

@@ -74,12 +74,12 @@ func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus
 	st.AppliedReplicas, st.ReadyReplicas = 0, 0
 	switch {
 	case s.sts != nil:
-		st.AppliedReplicas = replicasOf(s.sts.Spec.Replicas)
+		st.AppliedReplicas = lifecycle.ReplicasOf(s.sts.Spec.Replicas)
 		if s.sts.Status.ObservedGeneration >= s.sts.Generation {
 			st.ReadyReplicas = s.sts.Status.ReadyReplicas
 		}
 	case s.deploy != nil:
-		st.AppliedReplicas = replicasOf(s.deploy.Spec.Replicas)
+		st.AppliedReplicas = lifecycle.ReplicasOf(s.deploy.Spec.Replicas)
 		if s.deploy.Status.ObservedGeneration >= s.deploy.Generation {
 			st.ReadyReplicas = s.deploy.Status.ReadyReplicas
 		}

@@ -87,7 +87,7 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 		return true, nil
 	}
 	want.Spec.Replicas = new(next)
-	if err := r.converge(ctx, s, s.sts, want, replicasOf(s.sts.Spec.Replicas), next, drifted); err != nil {
+	if err := r.converge(ctx, s, s.sts, want, lifecycle.ReplicasOf(s.sts.Spec.Replicas), next, drifted); err != nil {
 		return true, err
 	}
 	s.find.Workload, s.find.Applied = facts.Workload, next

@@ -17,13 +17,9 @@ func WorkloadFacts(s *appsv1.StatefulSet, templateMatches bool) Workload {
 	if s == nil {
 		return Workload{}
 	}
-	replicas := int32(1) // the API's default for an unset spec.replicas
-	if s.Spec.Replicas != nil {
-		replicas = *s.Spec.Replicas
-	}
 	return Workload{
 		Exists:             true,
-		Replicas:           replicas,
+		Replicas:           ReplicasOf(s.Spec.Replicas),
 		TemplateMatches:    templateMatches,
 		Generation:         s.Generation,
 		ObservedGeneration: s.Status.ObservedGeneration,
@@ -34,6 +30,14 @@ func WorkloadFacts(s *appsv1.StatefulSet, templateMatches bool) Workload {
 	}
 }
 
+// ReplicasOf is spec.replicas with the API's default of 1 for an unset field.
+func ReplicasOf(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
 // DeploymentFacts reads a live Deployment as a Workload: its rollout is current when it runs
 // no Pods besides the applied count (status.replicas counts old and new ReplicaSets). A nil
 // Deployment is absent.
@@ -41,10 +45,7 @@ func DeploymentFacts(d *appsv1.Deployment, templateMatches bool) Workload {
 	if d == nil {
 		return Workload{}
 	}
-	replicas := int32(1)
-	if d.Spec.Replicas != nil {
-		replicas = *d.Spec.Replicas
-	}
+	replicas := ReplicasOf(d.Spec.Replicas)
 	return Workload{
 		Exists:             true,
 		Replicas:           replicas,
