@@ -33,4 +33,3 @@ func (r *Reconciler) facts(s *scope, matches bool) lifecycle.Facts {
 	}
 	return lf
 }
-
