@@ -98,7 +98,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		err = nil
 	case apierrors.IsConflict(err):
 		// Someone wrote between our read and our write: the pass saw a state that is gone, so
-		// it reports nothing and starts again from fresh reads.
+		// it reports no status and starts again from fresh reads. What it did is still told.
+		r.emitActions(s, s.live)
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	default:
 		s.find.Failure = &lifecycle.Verdict{Reason: v1.ReasonProvisioning, Message: fmt.Sprintf("Retrying after an error: %v", err)}

@@ -197,15 +197,26 @@ func ApplyStatus(ctx context.Context, c client.Client, live *v1.CelldFleet, st *
 	return c.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
 }
 
-// emit records the self-healing events of the pass and a Blocked transition (status or
-// reason changed) — events only on transitions.
-func (r *Reconciler) emit(s *scope, live *v1.CelldFleet, st *v1.CelldFleetStatus) {
+// emitActions records the events of what the pass did (self-healing actions, a superseded
+// operation). They are emitted even when the pass ends early: the action happened, and the
+// next pass has nothing left to report it by.
+func (r *Reconciler) emitActions(s *scope, live *v1.CelldFleet) {
 	if r.Recorder == nil {
 		return
 	}
 	for _, e := range s.events {
 		r.Recorder.Eventf(live, e.regarding, e.kind, e.reason, "Reconcile", "%s", e.message)
 	}
+	s.events = nil
+}
+
+// emit records the self-healing events of the pass and a Blocked transition (status or
+// reason changed) — events only on transitions.
+func (r *Reconciler) emit(s *scope, live *v1.CelldFleet, st *v1.CelldFleetStatus) {
+	if r.Recorder == nil {
+		return
+	}
+	r.emitActions(s, live)
 	before := meta.FindStatusCondition(live.Status.Conditions, v1.ConditionBlocked)
 	after := meta.FindStatusCondition(st.Conditions, v1.ConditionBlocked)
 	if after == nil || (before != nil && before.Status == after.Status && before.Reason == after.Reason) {
