@@ -129,7 +129,6 @@ type space struct {
 	apis   APIs
 	cache  cache.Cache
 	cancel context.CancelFunc
-	gvks   map[schema.GroupVersionKind]bool
 
 	mu     sync.Mutex
 	denied error // a later Forbidden from a reflector: the Role was removed or lacks watch
@@ -299,7 +298,6 @@ func (s *Set) start(base context.Context, ns string, sp *space) {
 	}
 	ctx, cancel := context.WithCancel(base)
 	sp.cache, sp.cancel = c, cancel
-	sp.gvks = map[schema.GroupVersionKind]bool{}
 	for _, k := range ks {
 		inf, err := c.GetInformer(ctx, k.proto(), cache.BlockUntilSynced(false))
 		if err != nil {
@@ -312,7 +310,6 @@ func (s *Set) start(base context.Context, ns string, sp *space) {
 			cancel()
 			return
 		}
-		sp.gvks[k.gvk] = true
 	}
 	go func() {
 		if err := c.Start(ctx); err != nil {
