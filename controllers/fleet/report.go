@@ -27,6 +27,7 @@ var LifecycleConditions = []string{v1.ConditionReady, v1.ConditionProgressing, v
 // a settled fleet's reconcile writes nothing.
 func (r *Reconciler) report(ctx context.Context, s *scope) error {
 	live := s.live
+	r.emitActions(s, live) // what the pass did is told even if a status write below fails
 	if err := r.dropLegacyConditions(ctx, s, live); err != nil {
 		return err
 	}

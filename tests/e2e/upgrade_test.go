@@ -59,18 +59,24 @@ var _ = Describe("upgrade from v0.0.5", func() {
 		}
 		framework.EventuallyWithin(ctx, framework.Medium, func() int32 { return statefulSetOf(ctx, ns, name).Status.ReadyReplicas }).Should(Equal(int32(2)))
 		Expect(framework.Pod(ctx, ns, name+"-2").Spec.SchedulingGates).NotTo(BeEmpty(), "member 2 is held by the launcher")
+		// The operator writes both objects too (the tuning record, the paused fleet's status):
+		// each write is made on a fresh read until it does not conflict.
 		res := &v1.CelldStorageReservation{}
-		Expect(kube().Get(ctx, types.NamespacedName{Name: reservation.Name(d.Spec.Storage.Bucket, d.Spec.Storage.Prefix)}, res)).To(Succeed())
-		if res.Annotations == nil {
-			res.Annotations = map[string]string{}
-		}
-		res.Annotations[v1.AnnotationCurrentOperation] = `{"operation":{"kind":"Replace","id":"op-60","phase":"AwaitingEvidence","member":"up-2"},"claims":{"data-up-2":"retired"},"disruptions":{"up-2":"2026-11-01T00:00:00Z"}}`
-		Expect(kube().Update(ctx, res)).To(Succeed())
-		live := getFleet(ctx, ns, name)
-		for _, c := range []string{"LifecycleBlocked", "ProductionQualified", "DiskCleanupPending"} {
-			live.Status.Conditions = append(live.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Earlier", Message: "written by v0.0.5", LastTransitionTime: metav1.Now()})
-		}
-		Expect(kube().Status().Update(ctx, live)).To(Succeed())
+		framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
+			g.Expect(kube().Get(ctx, types.NamespacedName{Name: reservation.Name(d.Spec.Storage.Bucket, d.Spec.Storage.Prefix)}, res)).To(Succeed())
+			if res.Annotations == nil {
+				res.Annotations = map[string]string{}
+			}
+			res.Annotations[v1.AnnotationCurrentOperation] = `{"operation":{"kind":"Replace","id":"op-60","phase":"AwaitingEvidence","member":"up-2"},"claims":{"data-up-2":"retired"},"disruptions":{"up-2":"2026-11-01T00:00:00Z"}}`
+			g.Expect(kube().Update(ctx, res)).To(Succeed())
+		}).Should(Succeed())
+		framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
+			live := getFleet(ctx, ns, name)
+			for _, c := range []string{"LifecycleBlocked", "ProductionQualified", "DiskCleanupPending"} {
+				live.Status.Conditions = append(live.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Earlier", Message: "written by v0.0.5", LastTransitionTime: metav1.Now()})
+			}
+			g.Expect(kube().Status().Update(ctx, live)).To(Succeed())
+		}).Should(Succeed())
 		claims := claimUIDs(ctx, ns)
 		Expect(claims).To(HaveLen(3))
 
