@@ -65,12 +65,16 @@ var _ = Describe("operations on a running fleet", func() {
 				return err
 			}).WithPolling(500*time.Millisecond).Should(Succeed(), "evict %s", pod)
 		}
-		waitFleetReady(ctx, ns, name, 3)
+		// The last eviction has only just been admitted: its member may not exist for a moment,
+		// and the fleet's status may not have seen it go yet.
 		framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
-			for i, uid := range memberUIDs(ctx, ns, name, 3) {
-				g.Expect(uid).NotTo(Equal(before[i]), "member %d was not evicted", i)
+			for i := range 3 {
+				p := framework.Pod(ctx, ns, fmt.Sprintf("%s-%d", name, i))
+				g.Expect(p).NotTo(BeNil(), "member %d has no Pod yet", i)
+				g.Expect(p.UID).NotTo(Equal(before[i]), "member %d was not evicted", i)
 			}
 		}).Should(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
 		mon.Check("a drain through the Eviction API")
 		Expect(refused).To(BeNumerically(">", 0), "the PDB never refused an eviction: members were not drained one at a time")
 		AddReportEntry("evictions refused by the PDB during the drain", refused)
