@@ -33,7 +33,7 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 	}
 	want := r.project(s, live)
 	r.metrics.observe(live, want)
-	r.emit(s, live, want)
+	r.emit(live, want)
 	if equality.Semantic.DeepEqual(ownedStatus(live.Status), ownedStatus(*want)) {
 		return nil
 	}
@@ -211,13 +211,12 @@ func (r *Reconciler) emitActions(s *scope, live *v1.CelldFleet) {
 	s.events = nil
 }
 
-// emit records the self-healing events of the pass and a Blocked transition (status or
+// emit records a Blocked transition (status or
 // reason changed) — events only on transitions.
-func (r *Reconciler) emit(s *scope, live *v1.CelldFleet, st *v1.CelldFleetStatus) {
+func (r *Reconciler) emit(live *v1.CelldFleet, st *v1.CelldFleetStatus) {
 	if r.Recorder == nil {
 		return
 	}
-	r.emitActions(s, live)
 	before := meta.FindStatusCondition(live.Status.Conditions, v1.ConditionBlocked)
 	after := meta.FindStatusCondition(st.Conditions, v1.ConditionBlocked)
 	if after == nil || (before != nil && before.Status == after.Status && before.Reason == after.Reason) {

@@ -281,7 +281,7 @@ func widenAndAwaitRestore(ctx context.Context, ns, name string) time.Duration {
 		case e, ok := <-w.ResultChan():
 			Expect(ok).To(BeTrue(), "the watch of NetworkPolicy %s/%s ended", ns, name)
 			if got, isNP := e.Object.(*networkingv1.NetworkPolicy); isNP && e.Type == watch.Modified &&
-				got.ResourceVersion != np.ResourceVersion && equalJSON(got.Spec, want) {
+				got.ResourceVersion != np.ResourceVersion && equality.Semantic.DeepEqual(got.Spec, want) {
 				return time.Since(start)
 			}
 		case <-deadline:
