@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 const (
@@ -19,6 +20,17 @@ const (
 	KillAnnotation = AnnotationPrefix + "kill"
 	// ContainerName is the container whose env holds the knobs; else the first container.
 	ContainerName = "celld"
+
+	// UsageCPUAnnotation and UsageMemoryAnnotation set what the celld container uses, as
+	// resource quantities ("300m", "900Mi"). The local cluster's kubelet emulation (kwok)
+	// reports them to metrics-server, so PodMetrics follow, and /state's node_load follows
+	// them too (usage). Without them the container uses DefaultUsageCPU and
+	// DefaultUsageMemory. A value that does not parse counts as absent here, and as zero usage
+	// in kwok, which makes metrics-server drop the pod.
+	UsageCPUAnnotation    = AnnotationPrefix + "usage-cpu"
+	UsageMemoryAnnotation = AnnotationPrefix + "usage-memory"
+	DefaultUsageCPU       = "1m"
+	DefaultUsageMemory    = "50Mi"
 
 	// HealthPort serves the public listener, InternalPort the operator API.
 	HealthPort   = 8080
@@ -52,8 +64,8 @@ const (
 	KnobCapWaiting     = "CELLD_SIM_CAPACITY_WAITING"    // 0
 	KnobPressured      = "CELLD_SIM_PRESSURED"           // false
 	KnobHeadroom       = "CELLD_SIM_MEMORY_HEADROOM"     // true
-	KnobRSSBytes       = "CELLD_SIM_RSS_BYTES"           // 50 MiB
-	KnobInUseBytes     = "CELLD_SIM_IN_USE_BYTES"        // 40 MiB
+	KnobRSSBytes       = "CELLD_SIM_RSS_BYTES"           // the memory usage (50 MiB); set, /state no longer follows it
+	KnobInUseBytes     = "CELLD_SIM_IN_USE_BYTES"        // 4/5 of the memory usage (40 MiB)
 	KnobSampleSkewMS   = "CELLD_SIM_SAMPLE_SKEW_MS"      // 0: node_load.sampled_ms offset (negative = stale)
 	KnobDrainMS        = "CELLD_SIM_DRAIN_MS"            // unset: 100 + handoff steps; how long a drain lasts
 	KnobHandoffStepMS  = "CELLD_SIM_HANDOFF_STEP_MS"     // 200 per batch of CELLD_RELEASES cells
@@ -79,8 +91,6 @@ const (
 	KnobNode           = "CELLD_NODE"                    // pod name
 	defaultAppVersion  = "854305e196452678"
 	defaultSimVersion  = "0.6.0-ewhauser.2"
-	defaultRSSBytes    = 50 << 20
-	defaultInUseBytes  = 40 << 20
 	defaultRestartMS   = 1000
 	defaultShutdownMS  = 40000
 	defaultReleases    = 128
@@ -105,6 +115,19 @@ func (k knobs) get(name string) string {
 }
 
 func (k knobs) has(name string) bool { return k.get(name) != "" }
+
+// usage is the celld container's CPU in millicores and memory in bytes: the usage
+// annotations, else the defaults.
+func (k knobs) usage() (cpuMilli, memBytes int64) {
+	quantity := func(key, def string) resource.Quantity {
+		if q, err := resource.ParseQuantity(k.annotations[key]); err == nil {
+			return q
+		}
+		return resource.MustParse(def)
+	}
+	cpu, mem := quantity(UsageCPUAnnotation, DefaultUsageCPU), quantity(UsageMemoryAnnotation, DefaultUsageMemory)
+	return cpu.MilliValue(), mem.Value()
+}
 
 func (k knobs) int(name string, def int64) int64 {
 	v, err := strconv.ParseInt(strings.TrimSpace(k.get(name)), 10, 64)

@@ -206,7 +206,7 @@ func (m *member) startEnv() (map[string]string, map[string]bool, func(string) ([
 		}
 	}
 	for k, v := range m.k.annotations {
-		if name, ok := strings.CutPrefix(k, AnnotationPrefix); ok && k != KillAnnotation {
+		if name, ok := strings.CutPrefix(k, AnnotationPrefix); ok && !notEnv[k] {
 			set(name, v)
 		}
 	}
@@ -215,6 +215,9 @@ func (m *member) startEnv() (map[string]string, map[string]bool, func(string) ([
 	}
 	return env, opaque, os.ReadFile
 }
+
+// notEnv are the annotations under AnnotationPrefix that are not knobs (env names).
+var notEnv = map[string]bool{KillAnnotation: true, UsageCPUAnnotation: true, UsageMemoryAnnotation: true}
 
 // exitLocked ends the running process with code, like the container exiting.
 func (m *member) exitLocked(code int32, why string) {

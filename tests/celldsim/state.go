@@ -245,7 +245,10 @@ func (p *proc) document(now time.Time) map[string]any {
 	if p.draining() && n > 0 {
 		releasing = min(n, k.int(KnobReleases, defaultReleases))
 	}
-	rss, inUse := k.int(KnobRSSBytes, defaultRSSBytes), k.int(KnobInUseBytes, defaultInUseBytes)
+	// the process's memory is what the usage annotation says the container uses (kwok
+	// reports the same to metrics-server), of which the allocator holds 4/5 in use
+	cpuMilli, mem := k.usage()
+	rss, inUse := k.int(KnobRSSBytes, mem), k.int(KnobInUseBytes, mem*4/5)
 	phases := map[string]any{}
 	if n > 0 {
 		phases["resident"] = n
@@ -266,7 +269,7 @@ func (p *proc) document(now time.Time) map[string]any {
 			"resident_bytes": rss, "retained_bytes": 0},
 		"capacity_waiting": k.int(KnobCapWaiting, 0), "cgroup_current_bytes": nil, "cgroup_working_set_bytes": nil,
 		"evicting": 0, "handed_off": handed, "handoff_failed": 0, "in_use_bytes": inUse, "libc_malloc": nil,
-		"node_load": p.nodeLoad(now, n, owned, rss, inUse),
+		"node_load": p.nodeLoad(now, n, owned, rss, inUse, cpuMilli),
 		"occupied":  n, "owned_cells": owned, "ownership": "memory", "phases": phases,
 		"published": resident, "publishes": n, "quiescing": 0, "rebalance_failed": 0, "rebalanced": 0,
 		"releasing": releasing, "remote_route_refreshes": 0, "residents": resident,
@@ -323,12 +326,14 @@ func (p *proc) applicationDocument(now time.Time) map[string]any {
 	return doc
 }
 
-func (p *proc) nodeLoad(now time.Time, n int64, owned any, rss, inUse int64) map[string]any {
+// nodeLoad is /state's load view. cpu_percent_x100 is the CPU the usage annotation gives, in
+// hundredths of a percent of one core: 1000m (one core busy) is 10000, 300m is 3000.
+func (p *proc) nodeLoad(now time.Time, n int64, owned any, rss, inUse, cpuMilli int64) map[string]any {
 	k := p.m.k
 	// sampled once per second, like celld's load sampler
 	sampled := now.Truncate(time.Second).Add(k.ms(KnobSampleSkewMS, 0)).UnixMilli()
 	return map[string]any{
-		"bucket_format": 2, "cgroup_current_bytes": nil, "cgroup_working_set_bytes": nil, "cpu_percent_x100": 0,
+		"bucket_format": 2, "cgroup_current_bytes": nil, "cgroup_working_set_bytes": nil, "cpu_percent_x100": cpuMilli * 10,
 		"draining": p.draining(), "fd_limit": 1048576, "host_websockets": 0, "in_use_bytes": inUse,
 		"memory_headroom": k.bool(KnobHeadroom, true), "open_fds": 40, "owned_cells": owned,
 		"placement_weight": 2, "pressured": k.bool(KnobPressured, false), "rebalance_paused": p.paused,

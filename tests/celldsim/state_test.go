@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func testProc(env map[string]string) *proc {
@@ -116,5 +118,54 @@ func TestAChangedPointerIsAdoptedAsTheNextGeneration(t *testing.T) {
 	}
 	if _, swapping := p.cellGenerations(p.cells(), now.Add(2*time.Second)); swapping != 0 {
 		t.Errorf("8 cells in batches of 4 per second converge after 2 s, still swapping %d", swapping)
+	}
+}
+
+func TestNodeLoadFollowsTheUsageAnnotations(t *testing.T) {
+	p := testProc(map[string]string{KnobBucket: "s3://b"})
+	load := func() map[string]float64 {
+		t.Helper()
+		var doc struct {
+			NodeLoad map[string]any `json:"node_load"`
+		}
+		if err := json.Unmarshal(serve(t, p, "normal"), &doc); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, k := range []string{"cpu_percent_x100", "rss_bytes", "in_use_bytes"} {
+			out[k], _ = doc.NodeLoad[k].(float64)
+		}
+		return out
+	}
+	want := func(got map[string]float64, cpu, rss, inUse float64, why string) {
+		t.Helper()
+		if got["cpu_percent_x100"] != cpu || got["rss_bytes"] != rss || got["in_use_bytes"] != inUse {
+			t.Errorf("%s: node_load cpu_percent_x100/rss_bytes/in_use_bytes = %v/%v/%v, want %v/%v/%v", why,
+				got["cpu_percent_x100"], got["rss_bytes"], got["in_use_bytes"], cpu, rss, inUse)
+		}
+	}
+	want(load(), 10, 50<<20, 40<<20, "defaults (1m, 50Mi)")
+	p.m.k.annotations = map[string]string{UsageCPUAnnotation: "300m", UsageMemoryAnnotation: "900Mi"}
+	want(load(), 3000, 900<<20, 720<<20, "300m and 900Mi")
+	p.m.k.annotations = map[string]string{UsageCPUAnnotation: "1.5", UsageMemoryAnnotation: "1Gi"}
+	want(load(), 15000, 1<<30, (1<<30)*4/5, "1.5 cores and 1Gi")
+	p.m.k.annotations[UsageMemoryAnnotation] = "lots"
+	want(load(), 15000, 50<<20, 40<<20, "a memory value that does not parse counts as absent")
+	p.m.k.annotations[AnnotationPrefix+KnobRSSBytes] = "123"
+	if got := load(); got["rss_bytes"] != 123 {
+		t.Errorf("an explicit %s wins over the usage, got rss_bytes %v", KnobRSSBytes, got["rss_bytes"])
+	}
+}
+
+func TestUsageAnnotationsAreNotCelldEnv(t *testing.T) {
+	m := &member{pod: &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName}}}}}
+	m.k = knobs{annotations: map[string]string{UsageCPUAnnotation: "300m", UsageMemoryAnnotation: "900Mi",
+		AnnotationPrefix + KnobRSSBytes: "1"}}
+	env, _, _ := m.startEnv()
+	if _, ok := env["usage-cpu"]; ok {
+		t.Errorf("the usage annotations must not reach celld's env, got %v", env)
+	}
+	if env[KnobRSSBytes] != "1" {
+		t.Errorf("knob annotations still reach celld's env, got %v", env)
 	}
 }
