@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -145,7 +146,14 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("set up the fleet controller: %w", err)
 	}
-	if err := application.Add(mgr, application.DefaultOptions(), r.Caches); err != nil {
+	observe := application.DefaultOptions()
+	mc, err := metricsclient.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("Metrics API client: %w", err)
+	}
+	// one collection serves both: status.application and the capacity policy's samples
+	observe.Capacity, observe.Metrics = r.Capacity.Observed, application.MetricsAPI{Client: mc}
+	if err := application.Add(mgr, observe, r.Caches); err != nil {
 		return fmt.Errorf("set up the application observer: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

@@ -50,6 +50,9 @@ const (
 	ConditionDeleting             = "Deleting"
 	ConditionRoutingReady         = "RoutingReady"
 	ConditionApplicationConverged = "ApplicationConverged"
+	// ConditionOperationSizeWarning is True while the reservation's capacity-policy record
+	// uses more than half of its bound; absent otherwise.
+	ConditionOperationSizeWarning = "OperationSizeWarning"
 )
 
 // Lifecycle reasons: one of these explains Ready, Progressing and Blocked together.
@@ -76,6 +79,8 @@ const (
 	ReasonDeleting                = "Deleting"
 	ReasonNotPaused               = "NotPaused"
 	ReasonNotDeleting             = "NotDeleting"
+	// ReasonBoundedOperation is OperationSizeWarning's reason.
+	ReasonBoundedOperation = "BoundedOperation"
 )
 
 // RoutingReady reasons.
@@ -114,4 +119,11 @@ const (
 	EventMemberReplaced      = "MemberReplaced"
 	EventMemberRecreated     = "MemberRecreated"
 	EventOperationSuperseded = "OperationSuperseded"
+	// EventCapacityScaledOut and EventCapacityScaledIn: the capacity policy took a step.
+	EventCapacityScaledOut = "CapacityScaledOut"
+	EventCapacityScaledIn  = "CapacityScaledIn"
+	// EventLoadNotRedistributed and EventIneffectiveCapacity warn when the capacity decision
+	// turns to the reason of the same name.
+	EventLoadNotRedistributed = "LoadNotRedistributed"
+	EventIneffectiveCapacity  = "IneffectiveCapacity"
 )

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/celld"
 )
 
@@ -61,6 +62,9 @@ type Result struct {
 	Reason      string
 	Generation  int64
 	Application v1.ApplicationStatus
+	// Capacity is the capacity policy's observation from the same collection; nil for a fleet
+	// without spec.capacity or an observer that feeds no policy. It is not published here.
+	Capacity *capacity.Observation
 }
 
 // Aggregate computes status.application and the ApplicationConverged verdict (reference §2

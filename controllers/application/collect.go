@@ -41,10 +41,20 @@ func (o *Observer) Observe(ctx context.Context, live *v1.CelldFleet) (Result, er
 	if opening.verdict != "" {
 		o.log.V(1).Info("membership not observable", "fleet", live.Namespace+"/"+live.Name, "why", opening.detail)
 		facts.Verdict, facts.Now = opening.verdict, o.opts.Now()
-		return Aggregate(facts), nil
+		r := Aggregate(facts)
+		if o.opts.Capacity != nil && f.Spec.Capacity != nil {
+			r.Capacity = capacityObservation(facts.Now, opening, nil, podMetrics{}, false)
+		}
+		return r, nil
 	}
 
+	metrics := o.listPodMetrics(ctx, f)
 	facts.Members = o.sample(ctx, opening.members)
+	var pm podMetrics
+	if metrics != nil {
+		pm = <-metrics
+		o.metricsProblem(live, pm.err)
+	}
 
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closingTimeout)
 	defer cancel()
@@ -54,7 +64,36 @@ func (o *Observer) Observe(ctx context.Context, live *v1.CelldFleet) (Result, er
 	}
 	facts.MembershipChanged = !opening.sameAs(closing)
 	facts.Now = o.opts.Now()
-	return Aggregate(facts), nil
+	r := Aggregate(facts)
+	if metrics != nil {
+		r.Capacity = capacityObservation(facts.Now, opening, facts.Members, pm, !facts.MembershipChanged)
+	}
+	return r, nil
+}
+
+// metricsProblem logs a failed Metrics API read of a fleet when it starts or changes, and its
+// end: a cluster without metrics-server would otherwise log every sample interval. The fleet's
+// status.capacity says IncompleteMetrics and what to fix.
+func (o *Observer) metricsProblem(f *v1.CelldFleet, err error) {
+	text := ""
+	if err != nil {
+		text = err.Error()
+	}
+	o.mu.Lock()
+	before := o.metricsErr[f.UID]
+	if text == "" {
+		delete(o.metricsErr, f.UID)
+	} else {
+		o.metricsErr[f.UID] = text
+	}
+	o.mu.Unlock()
+	switch {
+	case text != "" && text != before:
+		o.log.Info("the Metrics API gave no PodMetrics for a capacity fleet; its members have no resource samples",
+			"fleet", f.Namespace+"/"+f.Name, "error", text)
+	case text == "" && before != "":
+		o.log.Info("the Metrics API answers again for a capacity fleet", "fleet", f.Namespace+"/"+f.Name)
+	}
 }
 
 // sample reads the members in name order with Options.Workers readers under the collection

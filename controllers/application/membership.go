@@ -25,6 +25,9 @@ type member struct {
 	ready, deleting         bool
 	owners                  string // controller and owner references, canonical
 	started                 time.Time
+	// cpuRequest (millicores) and memoryRequest (MiB) are the celld container's requests, for
+	// the capacity policy's survivor check.
+	cpuRequest, memoryRequest int64
 }
 
 // workloadFacts are the workload fields whose change during sampling means a rollout or a
@@ -49,7 +52,8 @@ func (a inventory) sameAs(b inventory) bool {
 	return a.verdict == b.verdict && a.workload == b.workload &&
 		slices.EqualFunc(a.members, b.members, func(x, y member) bool {
 			return x.name == y.name && x.uid == y.uid && x.identity == y.identity && x.ip == y.ip &&
-				x.ready == y.ready && x.deleting == y.deleting && x.owners == y.owners && x.started.Equal(y.started)
+				x.ready == y.ready && x.deleting == y.deleting && x.owners == y.owners && x.started.Equal(y.started) &&
+				x.cpuRequest == y.cpuRequest && x.memoryRequest == y.memoryRequest
 		})
 }
 
@@ -154,6 +158,7 @@ func controllerKind(f *v1.CelldFleet) string {
 // start time alone already tell incarnations apart.
 func memberOf(p *corev1.Pod) member {
 	m := member{name: p.Name, uid: string(p.UID), ip: p.Status.PodIP, deleting: p.DeletionTimestamp != nil}
+	m.cpuRequest, m.memoryRequest = requests(p)
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			m.ready = c.Status == corev1.ConditionTrue

@@ -39,6 +39,8 @@ type Observer struct {
 	mu       sync.Mutex
 	last     map[types.UID]observed
 	inflight map[types.UID]bool
+	// metricsErr is the last Metrics API error of each capacity fleet, logged on change.
+	metricsErr map[types.UID]string
 }
 
 // Readers give the reader of one namespace's fleet children.
@@ -85,7 +87,7 @@ func Add(mgr manager.Manager, o Options, members Readers) error {
 // New builds an Observer; zero Options fields take their production value.
 func New(fleets, direct client.Reader, status client.SubResourceWriter, o Options) *Observer {
 	return &Observer{Fleets: fleets, Direct: direct, Status: status, opts: o.withDefaults(),
-		log: ctrl.Log.WithName("application"), last: map[types.UID]observed{}, inflight: map[types.UID]bool{}}
+		log: ctrl.Log.WithName("application"), last: map[types.UID]observed{}, inflight: map[types.UID]bool{}, metricsErr: map[types.UID]string{}}
 }
 
 // NeedLeaderElection is true: two replicas observing would double the load on members and
@@ -127,7 +129,7 @@ func (o *Observer) scan(ctx context.Context, wg *sync.WaitGroup, slots chan stru
 		if !ok {
 			last, ok = published(f)
 		}
-		start := !o.inflight[f.UID] && due(now, o.opts.Interval, f, last, ok)
+		start := !o.inflight[f.UID] && due(now, o.sampleInterval(f), f, last, ok)
 		if start {
 			select {
 			case slots <- struct{}{}:
@@ -159,6 +161,7 @@ func (o *Observer) forgetGone(fleets []v1.CelldFleet) {
 		if !live[uid] && !o.inflight[uid] {
 			o.metrics.forget(last.namespace, last.name)
 			delete(o.last, uid)
+			delete(o.metricsErr, uid)
 		}
 	}
 }
@@ -185,9 +188,14 @@ func published(f *v1.CelldFleet) (observed, bool) {
 func (o *Observer) ObserveFleet(ctx context.Context, f *v1.CelldFleet) {
 	start := o.opts.Now()
 	defer func() {
+		// The next collection is due an interval after this one finished, not after it
+		// started: a capacity policy counts a collection only sampleIntervalSeconds after the
+		// last counted one, so collections timed from their starts could fall short of it
+		// by the time one took, and every other one would not count.
+		end := o.opts.Now()
 		o.mu.Lock()
 		delete(o.inflight, f.UID)
-		o.last[f.UID] = observed{at: start, generation: f.Generation, namespace: f.Namespace, name: f.Name}
+		o.last[f.UID] = observed{at: end, generation: f.Generation, namespace: f.Namespace, name: f.Name}
 		o.mu.Unlock()
 	}()
 	log := o.log.WithValues("fleet", client.ObjectKeyFromObject(f))
@@ -196,6 +204,9 @@ func (o *Observer) ObserveFleet(ctx context.Context, f *v1.CelldFleet) {
 	if err != nil {
 		log.Error(err, "observe application", "took", took.String())
 		return
+	}
+	if r.Capacity != nil {
+		o.opts.Capacity(client.ObjectKeyFromObject(f), f.UID, r.Capacity)
 	}
 	o.metrics.record(f, r, took)
 	if unchanged(f, r, o.opts.Now(), o.opts.Refresh) {

@@ -49,6 +49,12 @@ type Options struct {
 	Fleets int
 	// Reader reads /state; nil uses celld.NewClient().
 	Reader StateReader
+	// Capacity receives the capacity observation of every collection of a fleet with
+	// spec.capacity; nil collects none. Such a fleet is collected at least every
+	// sampleIntervalSeconds, and each collection also lists its PodMetrics through Metrics.
+	Capacity CapacitySink
+	// Metrics reads the Metrics API; nil gives every member of a capacity fleet no sample.
+	Metrics PodMetricsLister
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/lifecycle"
@@ -55,6 +56,9 @@ type Reconciler struct {
 	// Drift remembers which live workload contents were verified as the rendering; nil
 	// remembers nothing, so every pass asks the API server.
 	Drift *drift.Detector
+	// Capacity holds the capacity policy's latest observations and trends; nil decides
+	// nothing, and spec.replicas is applied as declared.
+	Capacity *Capacity
 }
 
 // phase is one step of a reconcile. It records what it decided on the scope and says whether
@@ -69,6 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.metrics.forget(req.Namespace, req.Name)
 			// The fleet is gone: nothing remembered of it may outlive it.
 			r.Drift.Forget(req.NamespacedName)
+			r.Capacity.Forget(req.NamespacedName)
 			if r.Applier != nil {
 				r.Applier.Forget(req.NamespacedName)
 			}
@@ -84,7 +89,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	err := r.runPhases(ctx, s, []phase{
 		r.observe, r.deletion, r.validate, r.finalizer, r.guards, r.reservation,
-		r.children, r.workload, r.healing,
+		r.children, r.capacity, r.workload, r.healing,
 	})
 	switch {
 	case err == nil:
@@ -203,6 +208,12 @@ type scope struct {
 	matches bool
 	// heal is the self-healing decision the workload phase's plan made for the healing phase.
 	heal *lifecycle.Decision
+	// history is the capacity policy's durable state, read from the reservation, and
+	// historyBytes the size of its annotation; capacity is the pass's capacity decision, nil
+	// without spec.capacity or while paused.
+	history      capacity.History
+	historyBytes int
+	capacity     *capacity.Decision
 	// soon asks for the next pass within this time (a write to confirm, a handoff to finish).
 	soon   time.Duration
 	events []fleetEvent

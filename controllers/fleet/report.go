@@ -16,12 +16,13 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/lifecycle"
+	"github.com/celld/celld-operator/controllers/reservation"
 )
 
 // LifecycleConditions are the condition types this reconciler owns; the application observer
 // owns ApplicationConverged and both apply status with their own field manager.
 var LifecycleConditions = []string{v1.ConditionReady, v1.ConditionProgressing, v1.ConditionBlocked,
-	v1.ConditionMaintenancePaused, v1.ConditionDeleting, v1.ConditionRoutingReady}
+	v1.ConditionMaintenancePaused, v1.ConditionDeleting, v1.ConditionRoutingReady, v1.ConditionOperationSizeWarning}
 
 // report projects status from the scope and applies it through /status, only when it changed:
 // a settled fleet's reconcile writes nothing.
@@ -34,6 +35,7 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 	want := r.project(s, live)
 	r.metrics.observe(live, want)
 	r.emit(live, want)
+	r.capacityWarnings(s, live, want.Capacity)
 	if equality.Semantic.DeepEqual(ownedStatus(live.Status), ownedStatus(*want)) {
 		return nil
 	}
@@ -98,14 +100,10 @@ func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus
 	}
 	st.ObservedReplicas = st.Replicas - st.TerminatingReplicas
 	st.ReplicaObservationValid = true
-	if f.Spec.Capacity != nil {
-		st.Capacity = &v1.CapacityStatus{Mode: f.Spec.Capacity.Mode, DesiredReplicas: st.DesiredReplicas,
-			Reason: "ManualOverride", Message: "spec.replicas is applied as declared; the capacity policy only records its mode in this release"}
-		if f.Spec.Capacity.Mode == v1.CapacityExternal {
-			st.Capacity.Reason, st.Capacity.Message = "ExternalOwner", "One /scale writer owns spec.replicas"
-		}
-	} else {
-		st.Capacity = nil
+	st.Capacity = capacityStatus(s, live)
+	if d := s.capacity; d != nil && (d.Mode == v1.CapacityScaleOut || d.Mode == v1.CapacityAutomatic) {
+		// the policy's target is what the fleet heads to (a manual edit wins while it is pending)
+		st.DesiredReplicas = d.Target
 	}
 
 	msg := s.outcome.Message
@@ -129,6 +127,12 @@ func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus
 		set(v1.ConditionDeleting, true, v1.ReasonDeleting, msg)
 	} else {
 		set(v1.ConditionDeleting, false, v1.ReasonNotDeleting, "The fleet is not being deleted")
+	}
+	if s.historyBytes > reservation.OperationWarningBytes {
+		set(v1.ConditionOperationSizeWarning, true, v1.ReasonBoundedOperation, fmt.Sprintf(
+			"Persisted capacity-policy state on CelldStorageReservation %s uses %d of %d bytes", s.reservationName, s.historyBytes, reservation.MaxOperationBytes))
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionOperationSizeWarning)
 	}
 	if s.routing != nil {
 		c := *s.routing

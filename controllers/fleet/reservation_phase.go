@@ -49,7 +49,10 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	return false, r.supersede(ctx, s, res)
+	if res, err = r.supersede(ctx, s, res); err != nil {
+		return true, err
+	}
+	return false, r.readHistory(ctx, s, res)
 }
 
 // supersede rewrites a current-operation annotation an earlier release left on the reservation
@@ -57,14 +60,14 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 // flight as superseded: the StatefulSet rolls members onto the current template instead. It
 // writes with an Update carrying the pass's read (or recordTuning's write) resourceVersion,
 // never retried: a conflict ends the pass.
-func (r *Reconciler) supersede(ctx context.Context, s *scope, res *v1.CelldStorageReservation) error {
+func (r *Reconciler) supersede(ctx context.Context, s *scope, res *v1.CelldStorageReservation) (*v1.CelldStorageReservation, error) {
 	value, ok := res.Annotations[v1.AnnotationCurrentOperation]
 	if !ok {
-		return nil
+		return res, nil
 	}
 	sup := reservation.Supersede(value, s.fleet.UID)
 	if !sup.Changed {
-		return nil
+		return res, nil
 	}
 	res = res.DeepCopy()
 	if sup.Remove {
@@ -73,7 +76,7 @@ func (r *Reconciler) supersede(ctx context.Context, s *scope, res *v1.CelldStora
 		res.Annotations[v1.AnnotationCurrentOperation] = sup.Value
 	}
 	if err := r.Direct.Update(ctx, res); err != nil {
-		return fmt.Errorf("rewrite the current-operation record of CelldStorageReservation %s: %w", res.Name, err)
+		return nil, fmt.Errorf("rewrite the current-operation record of CelldStorageReservation %s: %w", res.Name, err)
 	}
 	why := "an earlier release kept claim identities, operations and disruption times there; only capacity-policy state remains"
 	logMutation(ctx, s, "rewrite", "CelldStorageReservation/"+res.Name+" "+v1.AnnotationCurrentOperation, why)
@@ -81,7 +84,7 @@ func (r *Reconciler) supersede(ctx context.Context, s *scope, res *v1.CelldStora
 		s.events = append(s.events, fleetEvent{kind: corev1.EventTypeNormal, reason: v1.EventOperationSuperseded,
 			message: fmt.Sprintf("Dropped %s recorded by an earlier release; members roll onto the current template instead", sup.Operation)})
 	}
-	return nil
+	return res, nil
 }
 
 // recordTuning writes the creation-time execution, lifecycle, env and telemetry on the

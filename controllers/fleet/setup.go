@@ -60,6 +60,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Caches != nil && r.Options.WatchDependentResources {
 		b = b.WatchesRawSource(source.Channel(r.Caches.Events(), handler.EnqueueRequestsFromMapFunc(r.fleetsOf)))
 	}
+	if r.Capacity != nil {
+		// each capacity collection wakes its fleet, so a decision follows every sample
+		b = b.WatchesRawSource(source.Channel(r.Capacity.wake, &handler.EnqueueRequestForObject{}))
+	}
 	return b.Complete(r)
 }
 
@@ -178,6 +182,7 @@ func New(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, er
 		Applier:  &children.Applier{Direct: direct},
 		Drift:    &drift.Detector{},
 		APIs:     apis,
+		Capacity: NewCapacity(),
 		metrics:  defaultMetrics(),
 	}, nil
 }

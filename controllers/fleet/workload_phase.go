@@ -64,7 +64,7 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 	}
 	s.matches = s.sts != nil && len(drifted) == 0
 	facts := r.facts(s, s.matches)
-	step := lifecycle.Plan(facts, f.DesiredReplicas())
+	step := lifecycle.Plan(facts, s.target())
 	next := step.Replicas
 	if step.Reason != "" && !lifecycle.Provisioned(step.Reason) {
 		// StorageIdentityConflict: no member is added and nothing is written, but the members
@@ -77,6 +77,7 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 		return s.sts == nil, nil
 	}
 	s.find.Step = lifecycle.Verdict{Reason: step.Reason, Message: step.Message}
+	s.uncertain()
 	desired.Spec.Replicas = new(next)
 	s.heal = &step.Heal
 	if s.sts == nil {
@@ -87,9 +88,11 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 		return true, nil
 	}
 	want.Spec.Replicas = new(next)
-	if err := r.converge(ctx, s, s.sts, want, lifecycle.ReplicasOf(s.sts.Spec.Replicas), next, drifted); err != nil {
+	applied := lifecycle.ReplicasOf(s.sts.Spec.Replicas)
+	if err := r.converge(ctx, s, s.sts, want, applied, next, drifted); err != nil {
 		return true, err
 	}
+	r.recordStep(ctx, s, applied, next)
 	s.find.Workload, s.find.Applied = facts.Workload, next
 	return false, nil
 }
@@ -117,12 +120,14 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 		return true, fmt.Errorf("compare Deployment %s/%s with its rendering: %w", f.Namespace, f.Name, err)
 	}
 	w := lifecycle.DeploymentFacts(d, len(drifted) == 0)
-	next, step := lifecycle.DeploymentStep(w, f.DesiredReplicas())
+	next, step := lifecycle.DeploymentStep(w, s.target())
 	want.Spec.Replicas = new(next)
 	if err := r.converge(ctx, s, d, want, w.Replicas, next, drifted); err != nil {
 		return true, err
 	}
+	r.recordStep(ctx, s, w.Replicas, next)
 	s.find.Step = step
+	s.uncertain()
 	s.find.Workload, s.find.Applied = w, next
 	return false, nil
 }

@@ -102,3 +102,37 @@ func legacyOperation(fields map[string]json.RawMessage) string {
 	}
 	return fmt.Sprintf("%s operation %s", kind, id)
 }
+
+// MaxOperationBytes bounds the current-operation annotation; above OperationWarningBytes (half
+// of it) the fleet reports OperationSizeWarning. This release's record holds at most the
+// history of one addition's 100 incumbents, a few tens of KiB.
+const (
+	MaxOperationBytes     = 180 << 10
+	OperationWarningBytes = MaxOperationBytes / 2
+)
+
+// CapacityState returns the capacity state of this release's record for the fleet, or nil when
+// the annotation is absent, another fleet's, or not this release's (Supersede rewrites those).
+func CapacityState(value string, fleetUID types.UID) json.RawMessage {
+	var r record
+	if json.Unmarshal([]byte(value), &r) != nil || r.Version != OperationVersion || r.FleetUID != fleetUID {
+		return nil
+	}
+	if len(r.Capacity) == 0 || string(r.Capacity) == "null" {
+		return nil
+	}
+	return r.Capacity
+}
+
+// CapacityAnnotation is the annotation value recording state for the fleet. A value over
+// MaxOperationBytes is refused: the reservation never carries more.
+func CapacityAnnotation(fleetUID types.UID, state json.RawMessage) (string, error) {
+	raw, err := json.Marshal(record{Version: OperationVersion, FleetUID: fleetUID, Capacity: state})
+	if err != nil {
+		return "", err
+	}
+	if len(raw) > MaxOperationBytes {
+		return "", fmt.Errorf("the capacity-policy state needs %d bytes, more than the %d the current-operation annotation may hold", len(raw), MaxOperationBytes)
+	}
+	return string(raw), nil
+}

@@ -1,6 +1,8 @@
 package reservation
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +32,36 @@ func TestSupersedeKeepsOnlyThisReleasesCapacityRecord(t *testing.T) {
 				t.Fatalf("Supersede = %+v, want changed=%v remove=%v value=%q operation=%q", got, c.changed, c.remove, c.rewritten, c.operation)
 			}
 		})
+	}
+}
+
+func TestCapacityStateRoundTripsOnlyForThisFleetsRecord(t *testing.T) {
+	value, err := CapacityAnnotation("uid-a", json.RawMessage(`{"declared":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := CapacityState(value, "uid-a"); string(got) != `{"declared":3}` {
+		t.Errorf("the fleet's own record must give its state back, got %q", got)
+	}
+	for name, v := range map[string]string{
+		"another fleet's record":      value,
+		"an earlier release's record": `{"operation":{"kind":"Replace","id":"x"}}`,
+		"no capacity state":           `{"version":1,"fleetUID":"uid-b"}`,
+		"unreadable":                  `{`,
+	} {
+		if got := CapacityState(v, "uid-b"); got != nil {
+			t.Errorf("%s must give no capacity state, got %q", name, got)
+		}
+	}
+}
+
+func TestCapacityAnnotationRefusesMoreThanTheBound(t *testing.T) {
+	big := json.RawMessage(`"` + strings.Repeat("x", MaxOperationBytes) + `"`)
+	if _, err := CapacityAnnotation("uid", big); err == nil {
+		t.Fatal("a record over MaxOperationBytes must be refused")
+	}
+	fits := json.RawMessage(`"` + strings.Repeat("x", MaxOperationBytes-100) + `"`)
+	if v, err := CapacityAnnotation("uid", fits); err != nil || len(v) > MaxOperationBytes {
+		t.Fatalf("a record within the bound must be written (%d bytes): %v", len(v), err)
 	}
 }

@@ -73,6 +73,9 @@ var exportedMetrics = []metricFamily{
 	fleetGauge("replica_observation_valid"),
 	fleetGauge("blocked"),
 	fleetGauge("blocked_age_seconds"),
+	fleetGauge("capacity_desired_replicas"),
+	// The capacity policy's step counter, labelled namespace, fleet and direction.
+	{name: "celld_fleet_capacity_steps_total", file: fleetMetrics},
 	// The application observer's series: gauges labelled namespace and fleet, and an
 	// unlabelled histogram of the collection time.
 	{name: "celld_fleet_application_observed_nodes", file: applicationMetrics},

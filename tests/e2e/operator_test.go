@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -94,6 +95,11 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 	// 15 s so its specs see transitions in seconds.
 	observer := application.DefaultOptions()
 	observer.Interval = 2 * time.Second
+	mc, err := metricsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	observer.Capacity, observer.Metrics = r.Capacity.Observed, application.MetricsAPI{Client: mc}
 	if err := application.Add(mgr, observer, r.Caches); err != nil {
 		return err
 	}
