@@ -16,10 +16,10 @@ const (
 // databases is streamed out of celld. Omitted fields keep celld's defaults. Adding, changing or
 // removing export rolls the fleet one member at a time.
 //
-// +kubebuilder:validation:XValidation:rule="self.sink != 'Kafka' || (has(self.kafka) && !has(self.bucket))",message="spec.export.sink Kafka requires spec.export.kafka and forbids spec.export.bucket; move the settings to kafka"
-// +kubebuilder:validation:XValidation:rule="self.sink != 'Bucket' || !has(self.kafka)",message="spec.export.sink Bucket forbids spec.export.kafka; remove kafka or set sink: Kafka"
-// +kubebuilder:validation:XValidation:rule="!has(self.maxRecordBytes) || self.maxRecordBytes <= (has(self.queueBytes) ? self.queueBytes : 268435456)",message="spec.export.maxRecordBytes must not exceed queueBytes (268435456, celld's default, when omitted); raise queueBytes or lower maxRecordBytes"
-// +kubebuilder:validation:XValidation:rule="self.sink != 'Kafka' || !has(self.maxRecordBytes) || self.maxRecordBytes <= 999934464",message="spec.export.maxRecordBytes must be at most 999934464 with sink Kafka, so a record plus 64 KiB fits Kafka's 1000000000-byte message limit; lower maxRecordBytes"
+// +kubebuilder:validation:XValidation:rule="self.sink != 'Kafka' || (has(self.kafka) && !has(self.bucket))",fieldPath=".sink",reason="FieldValueInvalid",message="spec.export.sink Kafka requires spec.export.kafka and forbids spec.export.bucket; move the settings to kafka"
+// +kubebuilder:validation:XValidation:rule="self.sink != 'Bucket' || !has(self.kafka)",fieldPath=".sink",reason="FieldValueInvalid",message="spec.export.sink Bucket forbids spec.export.kafka; remove kafka or set sink: Kafka"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxRecordBytes) || self.maxRecordBytes <= (has(self.queueBytes) ? self.queueBytes : 268435456)",fieldPath=".maxRecordBytes",reason="FieldValueInvalid",message="spec.export.maxRecordBytes must not exceed queueBytes (268435456, celld's default, when omitted); raise queueBytes or lower maxRecordBytes"
+// +kubebuilder:validation:XValidation:rule="self.sink != 'Kafka' || !has(self.maxRecordBytes) || self.maxRecordBytes <= 999934464",fieldPath=".maxRecordBytes",reason="FieldValueInvalid",message="spec.export.maxRecordBytes must be at most 999934464 with sink Kafka, so a record plus 64 KiB fits Kafka's 1000000000-byte message limit; lower maxRecordBytes"
 type ExportSpec struct {
 	// sink is Bucket (default) or Kafka.
 	// +kubebuilder:default=Bucket
@@ -30,7 +30,7 @@ type ExportSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=128
 	// +kubebuilder:validation:items:Pattern=`^[^,\s]+$`
-	// +kubebuilder:validation:XValidation:rule="self.all(c, c != '__Queue' && c != '__Workflow' && !c.startsWith('__Workflow.') && !c.endsWith('.cron'))",message="spec.export.classes cannot name __Queue, __Workflow, __Workflow.* or *.cron classes; remove them"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, c != '__Queue' && c != '__Workflow' && !c.startsWith('__Workflow.') && !c.endsWith('.cron'))",reason="FieldValueInvalid",message="spec.export.classes cannot name __Queue, __Workflow, __Workflow.* or *.cron classes; remove them"
 	// +listType=set
 	// +optional
 	Classes []string `json:"classes,omitempty"`
@@ -96,7 +96,7 @@ type ExportKafka struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=261
 	// +kubebuilder:validation:items:Pattern=`^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?:[0-9]{1,5}$`
-	// +kubebuilder:validation:XValidation:rule="self.all(b, int(b.substring(b.lastIndexOf(':') + 1)) >= 1 && int(b.substring(b.lastIndexOf(':') + 1)) <= 65535)",message="spec.export.kafka.brokers ports must be between 1 and 65535; fix the broker address"
+	// +kubebuilder:validation:XValidation:rule="self.all(b, int(b.substring(b.lastIndexOf(':') + 1)) >= 1 && int(b.substring(b.lastIndexOf(':') + 1)) <= 65535)",reason="FieldValueInvalid",message="spec.export.kafka.brokers ports must be between 1 and 65535; fix the broker address"
 	// +listType=set
 	// +required
 	Brokers []string `json:"brokers"`

@@ -55,9 +55,14 @@ const (
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 40 characters (lower-case letters, digits and '-'), so that member, Service and claim names derived from it stay valid; choose a shorter name"
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.runtimeImage`,priority=1,description="The celld image the fleet declares, pinned by digest (spec.runtimeImage)"
+// +kubebuilder:printcolumn:name="Zones",type=string,JSONPath=`.spec.placement.zones`,priority=1,description="The zones members may run in (spec.placement.zones)"
+// +kubebuilder:printcolumn:name="App-Version",type=string,JSONPath=`.status.application.observedVersion.version`,priority=1,description="The application version every member has loaded; empty unless coverage is complete and the members agree"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",fieldPath=".metadata",reason="FieldValueInvalid",message="metadata.name must be a DNS label of at most 40 characters (lower-case letters, digits and '-'), so that member, Service and claim names derived from it stay valid; choose a shorter name"
 type CelldFleet struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the fleet's object metadata. Its name is a DNS label of at most 40
+	// characters, from which member, Service and claim names are derived.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the requested fleet.
@@ -84,21 +89,21 @@ type CelldFleetList struct {
 // once; every other field may change, and changes that reach the Pod template roll the fleet
 // one member at a time.
 //
-// +kubebuilder:validation:XValidation:rule="self.profile == oldSelf.profile",message="spec.profile is fixed at creation; create a new fleet to change the profile"
-// +kubebuilder:validation:XValidation:rule="self.bucketWorkload == oldSelf.bucketWorkload",message="spec.bucketWorkload is fixed at creation; a layout is never converted in place, create a new fleet to change it"
-// +kubebuilder:validation:XValidation:rule="self.serviceAccountName == oldSelf.serviceAccountName",message="spec.serviceAccountName is fixed at creation; create a new fleet to run under another ServiceAccount"
-// +kubebuilder:validation:XValidation:rule="self.storage == oldSelf.storage",message="spec.storage is fixed at creation; the bucket is permanently reserved to this fleet, create a new fleet for other storage"
-// +kubebuilder:validation:XValidation:rule="self.placement == oldSelf.placement",message="spec.placement is fixed at creation because disks pin members to zones; create a new fleet for another placement"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.previews) || (has(self.previews) && self.previews == oldSelf.previews)",message="spec.previews may be added once and is immutable thereafter; restore the previous value"
-// +kubebuilder:validation:XValidation:rule="self.replicas >= self.placement.azCount",message="spec.replicas must be at least spec.placement.azCount so every zone has a member; raise replicas or create the fleet with fewer zones"
-// +kubebuilder:validation:XValidation:rule="self.placement.zones.all(z, z.size() == self.storage.region.size() + 1 && z.startsWith(self.storage.region))",message="spec.placement.zones must be availability zones of spec.storage.region (the region name plus one letter, e.g. us-east-1a); fix the zone list or the region"
-// +kubebuilder:validation:XValidation:rule="self.profile == 'Bucket' || self.bucketWorkload != 'Ordered'",message="spec.bucketWorkload Ordered requires profile Bucket; remove bucketWorkload for a PersistentFleet"
-// +kubebuilder:validation:XValidation:rule="self.profile != 'PersistentFleet' || (has(self.storage.storageClassName) && size(self.storage.storageClassName) > 0)",message="spec.storage.storageClassName is required for profile PersistentFleet; name a StorageClass with WaitForFirstConsumer binding and reclaim policy Delete"
-// +kubebuilder:validation:XValidation:rule="self.profile != 'Bucket' || !has(self.storage.storageClassName)",message="spec.storage.storageClassName is not used by profile Bucket, whose disks are temporary; remove it"
-// +kubebuilder:validation:XValidation:rule="self.profile == 'Bucket' || !(has(self.storage.prefix) || has(self.storage.previewFleetRef) || has(self.storage.endpoint) || has(self.storage.scratch))",message="spec.storage.prefix, previewFleetRef, endpoint and scratch are preview-fleet fields and require profile Bucket; remove them"
-// +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity.minReplicas >= self.placement.azCount",message="spec.capacity.minReplicas must be at least spec.placement.azCount so every zone keeps a member; raise minReplicas"
-// +kubebuilder:validation:XValidation:rule="!has(self.export) || !has(self.export.bucket) || !has(self.export.bucket.name) || self.export.bucket.name != self.storage.bucket",message="spec.export.bucket.name must be a bucket other than the fleet bucket; omit it to export under export/changes/ in the fleet bucket"
-// +kubebuilder:validation:XValidation:rule="!has(self.previews) || self.previews.storage.bucket != self.storage.bucket",message="spec.previews.storage.bucket must differ from the fleet bucket; reserve a separate preview bucket"
+// +kubebuilder:validation:XValidation:rule="self.profile == oldSelf.profile",fieldPath=".profile",reason="FieldValueForbidden",message="spec.profile is fixed at creation; create a new fleet to change the profile"
+// +kubebuilder:validation:XValidation:rule="self.bucketWorkload == oldSelf.bucketWorkload",fieldPath=".bucketWorkload",reason="FieldValueForbidden",message="spec.bucketWorkload is fixed at creation; a layout is never converted in place, create a new fleet to change it"
+// +kubebuilder:validation:XValidation:rule="self.serviceAccountName == oldSelf.serviceAccountName",fieldPath=".serviceAccountName",reason="FieldValueForbidden",message="spec.serviceAccountName is fixed at creation; create a new fleet to run under another ServiceAccount"
+// +kubebuilder:validation:XValidation:rule="self.storage == oldSelf.storage",fieldPath=".storage",reason="FieldValueForbidden",message="spec.storage is fixed at creation; the bucket is permanently reserved to this fleet, create a new fleet for other storage"
+// +kubebuilder:validation:XValidation:rule="self.placement == oldSelf.placement",fieldPath=".placement",reason="FieldValueForbidden",message="spec.placement is fixed at creation because disks pin members to zones; create a new fleet for another placement"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.previews) || (has(self.previews) && self.previews == oldSelf.previews)",fieldPath=".previews",reason="FieldValueForbidden",message="spec.previews may be added once and is immutable thereafter; restore the previous value"
+// +kubebuilder:validation:XValidation:rule="self.replicas >= self.placement.azCount",fieldPath=".replicas",reason="FieldValueInvalid",message="spec.replicas must be at least spec.placement.azCount so every zone has a member; raise replicas or create the fleet with fewer zones"
+// +kubebuilder:validation:XValidation:rule="self.placement.zones.all(z, z.size() == self.storage.region.size() + 1 && z.startsWith(self.storage.region))",fieldPath=".placement.zones",reason="FieldValueInvalid",message="spec.placement.zones must be availability zones of spec.storage.region (the region name plus one letter, e.g. us-east-1a); fix the zone list or the region"
+// +kubebuilder:validation:XValidation:rule="self.profile == 'Bucket' || self.bucketWorkload != 'Ordered'",fieldPath=".bucketWorkload",reason="FieldValueInvalid",message="spec.bucketWorkload Ordered requires profile Bucket; remove bucketWorkload for a PersistentFleet"
+// +kubebuilder:validation:XValidation:rule="self.profile != 'PersistentFleet' || (has(self.storage.storageClassName) && size(self.storage.storageClassName) > 0)",fieldPath=".storage.storageClassName",reason="FieldValueRequired",message="spec.storage.storageClassName is required for profile PersistentFleet; name a StorageClass with WaitForFirstConsumer binding and reclaim policy Delete"
+// +kubebuilder:validation:XValidation:rule="self.profile != 'Bucket' || !has(self.storage.storageClassName)",fieldPath=".storage.storageClassName",reason="FieldValueForbidden",message="spec.storage.storageClassName is not used by profile Bucket, whose disks are temporary; remove it"
+// +kubebuilder:validation:XValidation:rule="self.profile == 'Bucket' || !(has(self.storage.prefix) || has(self.storage.previewFleetRef) || has(self.storage.endpoint) || has(self.storage.scratch))",fieldPath=".storage",reason="FieldValueForbidden",message="spec.storage.prefix, previewFleetRef, endpoint and scratch are preview-fleet fields and require profile Bucket; remove them"
+// +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity.minReplicas >= self.placement.azCount",fieldPath=".capacity.minReplicas",reason="FieldValueInvalid",message="spec.capacity.minReplicas must be at least spec.placement.azCount so every zone keeps a member; raise minReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.export) || !has(self.export.bucket) || !has(self.export.bucket.name) || self.export.bucket.name != self.storage.bucket",fieldPath=".export.bucket.name",reason="FieldValueInvalid",message="spec.export.bucket.name must be a bucket other than the fleet bucket; omit it to export under export/changes/ in the fleet bucket"
+// +kubebuilder:validation:XValidation:rule="!has(self.previews) || self.previews.storage.bucket != self.storage.bucket",fieldPath=".previews.storage.bucket",reason="FieldValueInvalid",message="spec.previews.storage.bucket must differ from the fleet bucket; reserve a separate preview bucket"
 type CelldFleetSpec struct {
 	// profile selects durability: Bucket (every acknowledged write in the bucket, disks are
 	// caches) or PersistentFleet (retained per-member disks). Fixed at creation.
@@ -139,7 +144,10 @@ type CelldFleetSpec struct {
 	// +optional
 	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
 
-	// capacity is the optional capacity policy; omission means replicas is managed by hand.
+	// capacity is the optional capacity policy (docs/capacity.md); omission means replicas is
+	// managed by hand. This release validates the policy and reports its mode in
+	// status.capacity, but applies spec.replicas as declared in every mode; the operator never
+	// writes spec.replicas.
 	// +optional
 	Capacity *CapacityPolicy `json:"capacity,omitempty"`
 
@@ -188,8 +196,9 @@ type CelldFleetSpec struct {
 	// +optional
 	Mesh *MeshSpec `json:"mesh,omitempty"`
 
-	// previews configures preview fleets generated from this fleet. It may be added once and
-	// is immutable thereafter.
+	// previews declares how preview fleets of this fleet are to be made. It may be added once
+	// and is immutable thereafter. This release accepts and validates it only: no preview fleet
+	// is generated and no preview bucket is reserved yet.
 	// +optional
 	Previews *FleetPreviewsSpec `json:"previews,omitempty"`
 }
@@ -215,8 +224,8 @@ type MaintenanceSpec struct {
 }
 
 // StorageSpec is the fleet's dedicated bucket and, for PersistentFleet, its disks.
-// +kubebuilder:validation:XValidation:rule="has(self.prefix) == has(self.previewFleetRef)",message="spec.storage.prefix and spec.storage.previewFleetRef must be set together (preview fleets only); set both or neither"
-// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || has(self.previewFleetRef)",message="spec.storage.endpoint is only for preview fleets; set previewFleetRef and prefix, or remove endpoint"
+// +kubebuilder:validation:XValidation:rule="has(self.prefix) == has(self.previewFleetRef)",reason="FieldValueInvalid",message="spec.storage.prefix and spec.storage.previewFleetRef must be set together (preview fleets only); set both or neither"
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || has(self.previewFleetRef)",fieldPath=".endpoint",reason="FieldValueInvalid",message="spec.storage.endpoint is only for preview fleets; set previewFleetRef and prefix, or remove endpoint"
 type StorageSpec struct {
 	// bucket is the fleet's dedicated S3 bucket, 3 to 63 lower-case letters, digits and '-'.
 	// +kubebuilder:validation:MinLength=3
@@ -244,30 +253,37 @@ type StorageSpec struct {
 	// +optional
 	SizeGiB int32 `json:"sizeGiB,omitempty"`
 
-	// prefix is the key prefix of a preview fleet inside the preview bucket.
+	// prefix confines a preview fleet to this key prefix of storage.bucket: celld gets
+	// s3://BUCKET/PREFIX, and the reservation binds the bucket and prefix together. Set with
+	// previewFleetRef, Bucket profile only.
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9-]*[a-z0-9]$`
 	// +optional
 	Prefix string `json:"prefix,omitempty"`
 
-	// previewFleetRef names the parent fleet of a preview fleet.
+	// previewFleetRef names the parent fleet of a preview fleet; it marks this fleet as a
+	// preview fleet and is set together with prefix. The operator does not read the parent.
 	// +optional
 	PreviewFleetRef *FleetReference `json:"previewFleetRef,omitempty"`
 
-	// endpoint is a custom S3 endpoint for a preview fleet.
+	// endpoint is a custom S3-compatible endpoint for a preview fleet (S3_ENDPOINT and the
+	// access key pair from a Secret); it requires previewFleetRef.
 	// +optional
 	Endpoint *StorageEndpoint `json:"endpoint,omitempty"`
 
-	// scratch sets the disk-backed emptyDir of a preview fleet.
+	// scratch sizes the data emptyDir of a preview fleet (Bucket profile) instead of sizeGiB.
 	// +optional
 	Scratch *ScratchSpec `json:"scratch,omitempty"`
 }
 
 // FleetReference names a fleet by name and UID.
 type FleetReference struct {
+	// name is the referenced fleet's name, in the same namespace.
 	// +kubebuilder:validation:MaxLength=40
 	// +required
 	Name string `json:"name"`
+	// uid is the referenced fleet's metadata.uid, so a fleet recreated under the same name is
+	// not taken for it.
 	// +kubebuilder:validation:MaxLength=64
 	// +required
 	UID string `json:"uid"`
@@ -291,14 +307,18 @@ type StorageEndpoint struct {
 
 // ScratchSpec sizes a disk-backed emptyDir.
 type ScratchSpec struct {
+	// request is each member's ephemeral-storage request for the emptyDir; it follows limit
+	// when omitted.
 	// +optional
 	Request *resource.Quantity `json:"request,omitempty"`
+	// limit is the emptyDir's sizeLimit and each member's ephemeral-storage limit; the
+	// fleet's storage.sizeGiB when omitted.
 	// +optional
 	Limit *resource.Quantity `json:"limit,omitempty"`
 }
 
 // PlacementSpec is the zone allowlist and the spread over it.
-// +kubebuilder:validation:XValidation:rule="self.azCount == size(self.zones)",message="spec.placement.azCount must equal the number of spec.placement.zones; list exactly azCount zones"
+// +kubebuilder:validation:XValidation:rule="self.azCount == size(self.zones)",fieldPath=".azCount",reason="FieldValueInvalid",message="spec.placement.azCount must equal the number of spec.placement.zones; list exactly azCount zones"
 type PlacementSpec struct {
 	// zones is the set of availability zones members may run in, 1 to 6, each in
 	// storage.region (for example us-east-1a).
@@ -324,8 +344,8 @@ type PlacementSpec struct {
 }
 
 // ExecutionSpec sets member resources and celld residency limits.
-// +kubebuilder:validation:XValidation:rule="!has(self.cpuLimit) || !has(self.cpuRequest) || quantity(string(self.cpuLimit)).compareTo(quantity(string(self.cpuRequest))) >= 0",message="spec.execution.cpuLimit must be at least cpuRequest; raise cpuLimit or lower cpuRequest"
-// +kubebuilder:validation:XValidation:rule="!has(self.memoryLimit) || !has(self.memoryRequest) || quantity(string(self.memoryLimit)).compareTo(quantity(string(self.memoryRequest))) >= 0",message="spec.execution.memoryLimit must be at least memoryRequest; raise memoryLimit or lower memoryRequest"
+// +kubebuilder:validation:XValidation:rule="!has(self.cpuLimit) || !has(self.cpuRequest) || quantity(string(self.cpuLimit)).compareTo(quantity(string(self.cpuRequest))) >= 0",fieldPath=".cpuLimit",reason="FieldValueInvalid",message="spec.execution.cpuLimit must be at least cpuRequest; raise cpuLimit or lower cpuRequest"
+// +kubebuilder:validation:XValidation:rule="!has(self.memoryLimit) || !has(self.memoryRequest) || quantity(string(self.memoryLimit)).compareTo(quantity(string(self.memoryRequest))) >= 0",fieldPath=".memoryLimit",reason="FieldValueInvalid",message="spec.execution.memoryLimit must be at least memoryRequest; raise memoryLimit or lower memoryRequest"
 type ExecutionSpec struct {
 	// cpuRequest is each member's CPU request.
 	// +kubebuilder:default="250m"
@@ -355,7 +375,7 @@ type ExecutionSpec struct {
 }
 
 // LifecycleSpec sets the shutdown budget and termination grace.
-// +kubebuilder:validation:XValidation:rule="self.terminationGraceSeconds >= self.shutdownSeconds + 5",message="spec.lifecycle.terminationGraceSeconds must be at least shutdownSeconds + 5 so celld can finish its SIGTERM handoff; raise terminationGraceSeconds (it defaults to 30, so set it explicitly when shutdownSeconds exceeds 25)"
+// +kubebuilder:validation:XValidation:rule="self.terminationGraceSeconds >= self.shutdownSeconds + 5",fieldPath=".terminationGraceSeconds",reason="FieldValueInvalid",message="spec.lifecycle.terminationGraceSeconds must be at least shutdownSeconds + 5 so celld can finish its SIGTERM handoff; raise terminationGraceSeconds (it defaults to 30, so set it explicitly when shutdownSeconds exceeds 25)"
 type LifecycleSpec struct {
 	// shutdownSeconds is celld's SIGTERM handoff budget (CELLD_SHUTDOWN_TOTAL_MS), 1 to 3600.
 	// +kubebuilder:default=20
@@ -449,7 +469,7 @@ type CelldFleetStatus struct {
 	// blockedSince is the start of the current continuous Blocked=True period.
 	// +optional
 	BlockedSince *metav1.Time `json:"blockedSince,omitempty"`
-	// capacity is the capacity policy's latest result.
+	// capacity is the capacity policy's latest result; absent without spec.capacity.
 	// +optional
 	Capacity *CapacityStatus `json:"capacity,omitempty"`
 	// application describes the application code the members have loaded, as observed on

@@ -2,9 +2,9 @@ package v1alpha1
 
 import "k8s.io/apimachinery/pkg/api/resource"
 
-// FleetPreviewsSpec configures preview fleets generated from this fleet: cheap, isolated
-// Bucket fleets on a separate preview bucket. This release accepts and validates the shape;
-// preview fleets are not generated yet.
+// FleetPreviewsSpec configures preview fleets of this fleet: cheap, isolated Bucket fleets on a
+// separate preview bucket. This release accepts and validates the shape only; preview fleets
+// are not generated yet.
 type FleetPreviewsSpec struct {
 	// runtimeImage is the preview fleets' celld image, digest-pinned like spec.runtimeImage.
 	// +kubebuilder:validation:MaxLength=512
@@ -36,34 +36,43 @@ type FleetPreviewsSpec struct {
 
 // PreviewStorage is the preview bucket.
 type PreviewStorage struct {
+	// bucket is the preview bucket, 3 to 63 lower-case letters, digits and '-'; it must differ
+	// from the fleet bucket.
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9-]*[a-z0-9]$`
 	// +required
 	Bucket string `json:"bucket"`
+	// region is the preview bucket's region, for example us-east-1.
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+$`
 	// +optional
 	Region string `json:"region,omitempty"`
+	// endpoint is a custom S3-compatible endpoint serving the preview bucket.
 	// +optional
 	Endpoint *StorageEndpoint `json:"endpoint,omitempty"`
 }
 
 // PreviewRouting publishes previews as PREFIX.baseDomain.
-// +kubebuilder:validation:XValidation:rule="!(has(self.gateway) && has(self.ingress))",message="spec.previews.routing allows at most one of gateway or ingress; keep one"
+// +kubebuilder:validation:XValidation:rule="!(has(self.gateway) && has(self.ingress))",reason="FieldValueInvalid",message="spec.previews.routing allows at most one of gateway or ingress; keep one"
 type PreviewRouting struct {
+	// baseDomain is the DNS domain under which each preview is published as PREFIX.baseDomain.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	BaseDomain string `json:"baseDomain"`
+	// scheme is the URL scheme previews are published with: https (default) or http.
 	// +kubebuilder:validation:Enum=http;https
 	// +kubebuilder:default=https
 	// +optional
 	Scheme string `json:"scheme,omitempty"`
+	// source selects the data-plane Pods (namespace and labels) allowed to reach previews.
 	// +required
 	Source RoutingSource `json:"source"`
+	// gateway routes previews through an existing Gateway.
 	// +optional
 	Gateway *GatewayRouting `json:"gateway,omitempty"`
+	// ingress routes previews through an Ingress of an installed controller.
 	// +optional
 	Ingress *IngressRouting `json:"ingress,omitempty"`
 }
@@ -71,10 +80,13 @@ type PreviewRouting struct {
 // PreviewExecution sets preview fleets' resources; limits are checked when a preview fleet is
 // generated, against the generated fleet's own admission rules.
 type PreviewExecution struct {
+	// cpuRequest is each preview member's CPU request.
 	// +optional
 	CPURequest *resource.Quantity `json:"cpuRequest,omitempty"`
+	// memoryRequest is each preview member's memory request.
 	// +optional
 	MemoryRequest *resource.Quantity `json:"memoryRequest,omitempty"`
+	// memoryLimit is each preview member's memory limit.
 	// +optional
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 }

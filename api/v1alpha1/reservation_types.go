@@ -17,14 +17,18 @@ import (
 // +kubebuilder:printcolumn:name="Fleet",type=string,JSONPath=`.spec.fleetName`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CelldStorageReservation struct {
-	metav1.TypeMeta   `json:",inline"`
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the reservation's object metadata. Its name is derived from the bucket
+	// ("s3-" and a sha256 of it; "s3-scope-" and a sha256 of bucket and prefix for a preview
+	// prefix), so creating it arbitrates between fleets asking for the same bucket.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is immutable.
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec of a CelldStorageReservation is immutable: a bucket stays bound to the fleet UID that reserved it"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",reason="FieldValueForbidden",message="spec of a CelldStorageReservation is immutable: a bucket stays bound to the fleet UID that reserved it"
 	// +required
 	Spec CelldStorageReservationSpec `json:"spec"`
 
+	// status holds the retained preview-seed result.
 	// +optional
 	Status CelldStorageReservationStatus `json:"status,omitempty"`
 }
@@ -55,9 +59,12 @@ type CelldStorageReservationSpec struct {
 	// +kubebuilder:validation:Maximum=100
 	// +required
 	InitialReplicas int32 `json:"initialReplicas"`
+	// fleetNamespace is the namespace of the fleet that reserved the bucket.
 	// +kubebuilder:validation:MaxLength=63
 	// +required
 	FleetNamespace string `json:"fleetNamespace"`
+	// fleetName is the name of the fleet that reserved the bucket. A fleet recreated under this
+	// name has another UID and does not get the bucket back.
 	// +kubebuilder:validation:MaxLength=40
 	// +required
 	FleetName string `json:"fleetName"`
@@ -73,16 +80,21 @@ type CelldStorageReservationSpec struct {
 
 // CelldStorageReservationStatus holds the retained preview-seed result.
 type CelldStorageReservationStatus struct {
+	// seed is the result of seeding a preview fleet's prefix. This release generates no
+	// preview fleets and never writes it.
 	// +optional
 	Seed *SeedResult `json:"seed,omitempty"`
 }
 
 // SeedResult is the outcome of a preview seed.
 type SeedResult struct {
+	// phase is the seed's outcome.
 	// +optional
 	Phase string `json:"phase,omitempty"`
+	// message explains the phase.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// completedAt is when the seed finished.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 }

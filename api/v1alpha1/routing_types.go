@@ -4,7 +4,7 @@ package v1alpha1
 // for explicit hostnames to FLEET:8080, and a NetworkPolicy admitting only the selected
 // data-plane Pods on TCP 8080. Routing never exposes 8081 and never restarts members.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.gateway) != has(self.ingress)",message="spec.routing needs exactly one of gateway or ingress; to switch modes replace the whole routing block"
+// +kubebuilder:validation:XValidation:rule="has(self.gateway) != has(self.ingress)",reason="FieldValueInvalid",message="spec.routing needs exactly one of gateway or ingress; to switch modes replace the whole routing block"
 type RoutingSpec struct {
 	// hostnames are 1 to 16 unique DNS names served by the route; a leading '*.' wildcard is
 	// allowed, IP addresses are not.
@@ -12,7 +12,7 @@ type RoutingSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	// +kubebuilder:validation:items:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
-	// +kubebuilder:validation:XValidation:rule="self.all(h, !h.matches('^[0-9.]+$'))",message="spec.routing.hostnames must be DNS names, not IP addresses; use a hostname"
+	// +kubebuilder:validation:XValidation:rule="self.all(h, !h.matches('^[0-9.]+$'))",reason="FieldValueInvalid",message="spec.routing.hostnames must be DNS names, not IP addresses; use a hostname"
 	// +listType=set
 	// +required
 	Hostnames []string `json:"hostnames"`
@@ -79,8 +79,8 @@ type IngressRouting struct {
 	// pruned, others' annotations kept. celld.eric.dev/* and kubernetes.io/ingress.class are
 	// refused, and each value is at most 4096 bytes.
 	// +kubebuilder:validation:MaxProperties=16
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('celld.eric.dev/') && k != 'kubernetes.io/ingress.class')",message="spec.routing.ingress.annotations cannot set celld.eric.dev/* (operator-owned) or kubernetes.io/ingress.class (use className); remove them"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 4096)",message="spec.routing.ingress.annotations values must be at most 4096 bytes; shorten the value"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('celld.eric.dev/') && k != 'kubernetes.io/ingress.class')",reason="FieldValueInvalid",message="spec.routing.ingress.annotations cannot set celld.eric.dev/* (operator-owned) or kubernetes.io/ingress.class (use className); remove them"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 4096)",reason="FieldValueInvalid",message="spec.routing.ingress.annotations values must be at most 4096 bytes; shorten the value"
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 }

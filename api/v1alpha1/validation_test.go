@@ -16,8 +16,11 @@ import (
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 )
 
-// verdict describes what Validate says of a case, in the corpus's terms.
-func check(t *testing.T, name string, errs field.ErrorList, message, fieldPath string) {
+// check compares what Validate says of a case with the corpus: the verdict, the message of a
+// CEL rule and the field the refusal names. For a CEL rule, Validate must name the rule's field
+// (path), or the object holding it, or an element of it (an annotation's key): never another
+// field.
+func check(t *testing.T, name string, errs field.ErrorList, message, path, fieldPath string) {
 	t.Helper()
 	switch {
 	case message == "" && fieldPath == "":
@@ -25,8 +28,14 @@ func check(t *testing.T, name string, errs field.ErrorList, message, fieldPath s
 			t.Errorf("%s: Validate refused a valid fleet: %v", name, errs)
 		}
 	case message != "":
-		if !strings.Contains(errs.ToAggregate().Error(), message) {
+		e := withMessage(errs, message)
+		switch {
+		case e == nil:
 			t.Errorf("%s: Validate did not report the admission message %q; got %v", name, message, errs)
+		case path == "":
+			t.Errorf("%s: the corpus names no field for the CEL message %q", name, message)
+		case !samePlace(e.Field, path):
+			t.Errorf("%s: Validate names %s for %q, but the CEL rule names %s", name, e.Field, message, path)
 		}
 	default:
 		found := slices.ContainsFunc(errs, func(e *field.Error) bool { return strings.HasPrefix(e.Field, fieldPath) })
@@ -41,8 +50,28 @@ func TestValidateMirrorsEveryCreationRule(t *testing.T) {
 		f := corpus.Persistent()
 		c.Mutate(f)
 		f.Default()
-		check(t, c.Name, f.Validate(), c.Message, c.Field)
+		check(t, c.Name, f.Validate(), c.Message, c.Path, c.Field)
 	}
+}
+
+// withMessage returns the first error of errs whose detail is message.
+func withMessage(errs field.ErrorList, message string) *field.Error {
+	for _, e := range errs {
+		if e.Detail == message {
+			return e
+		}
+	}
+	return nil
+}
+
+// samePlace reports whether two field paths are equal or one holds the other (spec.capacity
+// holds spec.capacity.minReplicas; spec.routing.ingress.annotations holds
+// spec.routing.ingress.annotations[key]).
+func samePlace(a, b string) bool {
+	within := func(inner, outer string) bool {
+		return strings.HasPrefix(inner, outer) && (len(inner) == len(outer) || inner[len(outer)] == '.' || inner[len(outer)] == '[')
+	}
+	return within(a, b) || within(b, a)
 }
 
 func TestValidateUpdateMirrorsEveryTransitionRule(t *testing.T) {
@@ -52,7 +81,7 @@ func TestValidateUpdateMirrorsEveryTransitionRule(t *testing.T) {
 		f := old.DeepCopy()
 		c.Mutate(f)
 		f.Default()
-		check(t, c.Name, f.ValidateUpdate(old), c.Message, "")
+		check(t, c.Name, f.ValidateUpdate(old), c.Message, c.Path, "")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -15,7 +16,8 @@ import (
 )
 
 // TestAdmissionAgreesWithValidate sends every corpus case to the real API server and to the
-// Go mirror: both must accept or refuse, and for CEL rules both must say the same sentence.
+// Go mirror: both must accept or refuse, and for CEL rules both must say the same sentence, and
+// the API server must name the rule's field (its fieldPath) with the Go mirror's kind of error.
 func TestAdmissionAgreesWithValidate(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
@@ -46,6 +48,7 @@ func TestAdmissionAgreesWithValidate(t *testing.T) {
 			if !strings.Contains(goErrs.ToAggregate().Error(), c.Message) {
 				t.Errorf("%s: Validate must refuse with %q, got %v", c.Name, c.Message, goErrs)
 			}
+			expectCause(t, c.Name, apiErr, goErrs, c.Message, c.Path)
 		default:
 			if apiErr == nil || !apierrors.IsInvalid(apiErr) || !strings.Contains(apiErr.Error(), c.Field) {
 				t.Errorf("%s: the API server must refuse field %s, got %v", c.Name, c.Field, apiErr)
@@ -83,6 +86,7 @@ func TestFixedFieldsRefuseUpdates(t *testing.T) {
 		if !strings.Contains(goErrs.ToAggregate().Error(), c.Message) {
 			t.Errorf("%s: ValidateUpdate must refuse with %q, got %v", c.Name, c.Message, goErrs)
 		}
+		expectCause(t, c.Name, apiErr, goErrs, c.Message, c.Path)
 	}
 }
 
@@ -122,6 +126,37 @@ func TestDefaultsAreAppliedAtAdmission(t *testing.T) {
 		s.BucketWorkload != v1.BucketWorkloadDeployment || s.Lifecycle == nil || s.Lifecycle.TerminationGraceSeconds != 30 ||
 		s.Execution == nil || s.Execution.MemoryLimit.String() != want.Spec.Execution.MemoryLimit.String() {
 		t.Fatalf("the API server's defaults differ from Default(): %+v", s)
+	}
+}
+
+// expectCause finds the API server's cause that carries a CEL rule's message and checks that
+// it names the field path (what kubectl and GitOps tools show next to the message) and has the
+// kind of error (the rule's reason) the Go mirror gives for the same message.
+func expectCause(t *testing.T, name string, apiErr error, goErrs field.ErrorList, message, path string) {
+	t.Helper()
+	status, ok := apiErr.(apierrors.APIStatus)
+	if !ok || status.Status().Details == nil {
+		t.Errorf("%s: the API server's refusal has no causes: %v", name, apiErr)
+		return
+	}
+	var cause *metav1.StatusCause
+	for i, c := range status.Status().Details.Causes {
+		if strings.Contains(c.Message, message) {
+			cause = &status.Status().Details.Causes[i]
+			break
+		}
+	}
+	if cause == nil {
+		t.Errorf("%s: no cause of the API server's refusal carries %q: %v", name, message, status.Status().Details.Causes)
+		return
+	}
+	if cause.Field != path {
+		t.Errorf("%s: the API server names %q for %q; the rule's fieldPath should make it %q", name, cause.Field, message, path)
+	}
+	for _, e := range goErrs {
+		if e.Detail == message && string(e.Type) != string(cause.Type) {
+			t.Errorf("%s: the API server reports %s for %q, Validate reports %s: give the rule the reason %s", name, cause.Type, message, e.Type, e.Type)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,12 +81,14 @@ func TestStatusIsOnlyWritableThroughTheSubresource(t *testing.T) {
 	}
 }
 
-// TestPrinterColumnsRender asks the server for the table kubectl get prints.
+// TestPrinterColumnsRender asks the server for the table kubectl get prints; -o wide adds the
+// columns of priority 1 (the image, the zones and the application version).
 func TestPrinterColumnsRender(t *testing.T) {
 	ctx := context.Background()
 	f := createFleet(t, "printed")
 	f.Status.DesiredReplicas, f.Status.ReadyReplicas = 3, 2
 	f.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProvisioning, Message: "m", LastTransitionTime: metav1.Now()}}
+	f.Status.Application = &v1.ApplicationStatus{ObservedVersion: &v1.ApplicationVersion{Version: "2024.06.1", Prefix: "apps/shop/"}}
 	if err := k8s.Status().Update(ctx, f); err != nil {
 		t.Fatal(err)
 	}
@@ -99,16 +102,30 @@ func TestPrinterColumnsRender(t *testing.T) {
 	if err := json.Unmarshal(raw, &table); err != nil {
 		t.Fatal(err)
 	}
-	var names []string
+	var names, wide []string
 	for _, c := range table.ColumnDefinitions {
 		names = append(names, c.Name)
+		if c.Priority > 0 {
+			wide = append(wide, c.Name)
+		}
 	}
-	if got := strings.Join(names, ","); got != "Name,Profile,Desired,Ready,Reason,Age" {
+	if got := strings.Join(names, ","); got != "Name,Profile,Desired,Ready,Reason,Age,Image,Zones,App-Version" {
 		t.Fatalf("printer columns: got %s", got)
+	}
+	if got := strings.Join(wide, ","); got != "Image,Zones,App-Version" {
+		t.Fatalf("the columns only -o wide prints (priority 1) must be Image, Zones and App-Version, got %s", got)
 	}
 	row := table.Rows[0].Cells
 	if row[1] != "PersistentFleet" || row[2] != float64(3) || row[3] != float64(2) || row[4] != v1.ReasonProvisioning {
 		t.Fatalf("printer column values: got %v", row)
+	}
+	if row[6] != corpus.Image || row[8] != "2024.06.1" {
+		t.Fatalf("-o wide must print the image and the application version, got %v", row[6:])
+	}
+	for _, z := range f.Spec.Placement.Zones {
+		if s, _ := row[7].(string); !strings.Contains(s, z) {
+			t.Fatalf("-o wide must print every zone, got %v", row[7])
+		}
 	}
 }
 
@@ -123,7 +140,10 @@ func TestReservationSpecIsImmutable(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Spec.FleetUID = "uid-2"
-	if err := k8s.Update(ctx, r); err == nil || !strings.Contains(err.Error(), v1.MsgReservationImmutable) {
+	err := k8s.Update(ctx, r)
+	if err == nil || !strings.Contains(err.Error(), v1.MsgReservationImmutable) {
 		t.Fatalf("a reservation must never change hands, got %v", err)
 	}
+	// The rule compares the whole spec, so it names spec, as forbidden.
+	expectCause(t, "reservation spec", err, field.ErrorList{field.Forbidden(field.NewPath("spec"), v1.MsgReservationImmutable)}, v1.MsgReservationImmutable, "spec")
 }
