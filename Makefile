@@ -5,12 +5,27 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-VERSION ?= 0.1.0
-# Image names carry no registry: set IMG (and BUNDLE_IMG) to your registry's path.
-IMG ?= celld-operator:$(VERSION)
-BUNDLE_IMG ?= celld-operator-bundle:$(VERSION)
+# The release: its version, the version it replaces in the upgrade graph and its date (the CSV's
+# createdAt, fixed so that regenerating the bundle gives the same bytes). Change them together,
+# and add the version to catalog/template.yaml.
+VERSION ?= 0.2.0
+REPLACES ?= 0.1.0
+CREATED_AT ?= 2026-12-01T00:00:00Z
+# No file in the repository names a registry: images.example.invalid is a reserved placeholder.
+# Set REGISTRY to your registry's host and path prefix; every image below follows it.
+REGISTRY ?= images.example.invalid
+IMG ?= $(REGISTRY)/celld/celld-operator:$(VERSION)
+# The digest of IMG once pushed (sha256:...): the bundle then names the operator image by
+# digest and declares the disconnected feature.
+IMG_DIGEST ?=
+BUNDLE_REPO ?= $(REGISTRY)/celld/celld-operator-bundle
+BUNDLE_IMG ?= $(BUNDLE_REPO):$(VERSION)
+CATALOG_IMG ?= $(REGISTRY)/celld/celld-operator-catalog:$(VERSION)
+SCORECARD_IMAGE ?= $(REGISTRY)/operator-framework/scorecard-test:v1.42.3
 BUILDER_IMAGE ?=
 RUNTIME_IMAGE ?=
+# The opm image the catalog image is built on (it serves the catalog to OLM v0's CatalogSource).
+OPM_IMAGE ?=
 CHANNELS ?= candidate,stable
 DEFAULT_CHANNEL ?= stable
 
@@ -108,9 +123,29 @@ verify: generate manifests ## Fail when generated files are stale, code is not g
 ##@ Distribution
 
 .PHONY: bundle
-bundle: manifests ## Generate the OLM bundle from config/ (and validate it with operator-sdk too when it is on PATH).
-	go run ./tests/tools/bundlegen --version $(VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMG) --out bundle
+bundle: manifests ## Generate the OLM bundle from config/ and the catalog from it (validated with operator-sdk and opm too when they are on PATH).
+	go run ./tests/tools/bundlegen --version $(VERSION) --replaces $(REPLACES) --created-at $(CREATED_AT) \
+		--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMG) $(if $(IMG_DIGEST),--image-digest $(IMG_DIGEST)) \
+		--scorecard-image $(SCORECARD_IMAGE) --out bundle
 	@if command -v operator-sdk >/dev/null; then operator-sdk bundle validate ./bundle --select-optional suite=operatorframework; fi
+	@$(MAKE) --no-print-directory catalog
+
+.PHONY: catalog
+catalog: ## Copy bundle/ into olm/celld-operator/VERSION and write the File-Based Catalog from catalog/template.yaml.
+	go run ./tests/tools/catalog render --template catalog/template.yaml --release-bundle bundle \
+		--bundle-repo $(BUNDLE_REPO) --out catalog/celld-operator/catalog.yaml
+	@if command -v opm >/dev/null; then opm validate catalog/celld-operator; fi
+
+.PHONY: catalog-build
+catalog-build: ## Build the catalog image CATALOG_IMG (needs Docker; set OPM_IMAGE).
+	docker build -f catalog.Dockerfile --build-arg OPM_IMAGE=$(OPM_IMAGE) -t $(CATALOG_IMG) .
+
+.PHONY: catalog-bundles-build
+catalog-bundles-build: ## Build the bundle image of every version in the catalog, BUNDLE_REPO:VERSION (needs Docker).
+	for dir in olm/celld-operator/*/; do \
+		v=$$(basename $$dir); \
+		go run ./tests/tools/catalog dockerfile --bundle $$dir | docker build -f - -t $(BUNDLE_REPO):$$v $$dir; \
+	done
 
 .PHONY: scorecard
 scorecard: ## Run the bundle's scorecard tests on the current cluster (needs the operator-sdk CLI).

@@ -82,6 +82,7 @@ func TestBundleAnnotationKeys(t *testing.T) {
 		"operators.operatorframework.io.bundle.channel.default.v1": "stable",
 		"operators.operatorframework.io.test.mediatype.v1":         "scorecard+v1",
 		"operators.operatorframework.io.test.config.v1":            "tests/scorecard/",
+		gen.OpenShiftVersionsKey:                                   openShiftVersions(t),
 	}
 	for k, v := range want {
 		if file.Annotations[k] != v {

@@ -1,7 +1,8 @@
 // Command bundlegen writes the OLM registry+v1 bundle of celld-operator from config/:
 //
-//	go run ./tests/tools/bundlegen --version 0.1.0 --channels candidate,stable \
-//	    --default-channel stable --image REPOSITORY:TAG --out bundle
+//	go run ./tests/tools/bundlegen --version 0.2.0 --replaces 0.1.0 --channels candidate,stable \
+//	    --default-channel stable --image REGISTRY/PATH:TAG [--image-digest sha256:...] \
+//	    --created-at 2026-12-01T00:00:00Z --out bundle
 //
 // It writes OUT/manifests (CSV, CRDs, metrics Service), OUT/metadata/annotations.yaml,
 // OUT/tests/scorecard/config.yaml and the bundle.Dockerfile, replacing what was there. The
@@ -33,7 +34,9 @@ func run(args []string) error {
 	fs.StringVar(&o.Version, "version", "", "bundle version (semver, required)")
 	fs.StringVar(&channels, "channels", "candidate,stable", "comma-separated channels")
 	fs.StringVar(&o.DefaultChannel, "default-channel", "stable", "default channel, one of --channels (empty to omit)")
-	fs.StringVar(&o.Image, "image", "", "operator image, REPOSITORY:TAG or REPOSITORY@sha256:DIGEST (required)")
+	fs.StringVar(&o.Image, "image", "", "operator image, fully qualified: REGISTRY/PATH:TAG or REGISTRY/PATH@sha256:DIGEST (required)")
+	fs.StringVar(&o.ImageDigest, "image-digest", "", "sha256:DIGEST pinning --image; the CSV then names the image by digest and declares the disconnected feature")
+	fs.StringVar(&o.CreatedAt, "created-at", "", "the CSV's createdAt, RFC 3339: the release date, not the wall clock (required)")
 	fs.StringVar(&o.Replaces, "replaces", "", "version this bundle replaces in the upgrade graph (empty for none)")
 	fs.StringVar(&o.MinSkipVersion, "min-skip-version", "0.0.0", "lower bound of olm.skipRange '>=MIN <VERSION'")
 	fs.StringVar(&o.ScorecardImage, "scorecard-image", gen.DefaultScorecardImage, "operator-sdk scorecard-test image for tests/scorecard/config.yaml")

@@ -9,6 +9,9 @@ import (
 // managerContainer is the operator container in config/manager/manager.yaml.
 const managerContainer = "manager"
 
+// DisconnectedFeature is the OpenShift feature annotation for installs from mirrored registries.
+const DisconnectedFeature = "features.operators.openshift.io/disconnected"
+
 // buildCSV fills the CSV base with everything a release and the rest of config/ decide.
 func buildCSV(o Options, in *inputs) (map[string]any, error) {
 	csv := in.csv.DeepCopy()
@@ -24,7 +27,12 @@ func buildCSV(o Options, in *inputs) (map[string]any, error) {
 	}
 	ann["alm-examples"] = examples
 	ann["containerImage"] = o.Image
+	ann["createdAt"] = o.CreatedAt
 	ann["olm.skipRange"] = o.SkipRange()
+	// Disconnected (mirrored) installs copy images by digest: the feature is declared only when
+	// the operator image is pinned by one. The fleets' runtime image is not the bundle's: the
+	// API requires it by digest in every CelldFleet.
+	ann[DisconnectedFeature] = fmt.Sprint(o.Disconnected())
 	csv.SetAnnotations(ann)
 
 	if err := unstructured.SetNestedField(csv.Object, o.Version, "spec", "version"); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/blang/semver/v4"
 )
@@ -28,8 +29,16 @@ type Options struct {
 	// Channels are the bundle's channels; DefaultChannel must be one of them.
 	Channels       []string
 	DefaultChannel string
-	// Image is the operator image, REPOSITORY:TAG or REPOSITORY@sha256:DIGEST.
+	// Image is the operator image, fully qualified (REGISTRY/PATH:TAG or
+	// REGISTRY/PATH@sha256:DIGEST). Validate rewrites it to the digest form when ImageDigest is
+	// set.
 	Image string
+	// ImageDigest pins Image by digest (sha256:<hex>); optional. A pinned image makes the CSV
+	// reference it by digest everywhere and declare the disconnected feature.
+	ImageDigest string
+	// CreatedAt is the CSV's createdAt annotation, RFC 3339 (the release date, so that
+	// regenerating the bundle gives the same bytes).
+	CreatedAt string
 	// Replaces is the version this bundle replaces (empty for the first release).
 	Replaces string
 	// MinSkipVersion is the lower bound of olm.skipRange ('>=MIN <VERSION').
@@ -51,8 +60,30 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--version %q is not a semantic version: %w", o.Version, err)
 	}
 	if o.Image == "" {
-		return fmt.Errorf("--image is required (REPOSITORY:TAG or REPOSITORY@sha256:DIGEST)")
+		return fmt.Errorf("--image is required (REGISTRY/PATH:TAG or REGISTRY/PATH@sha256:DIGEST)")
 	}
+	ref, err := ParseImage(o.Image)
+	if err != nil {
+		return fmt.Errorf("--image: %w", err)
+	}
+	if o.ImageDigest != "" {
+		if !sha256Digest.MatchString(o.ImageDigest) {
+			return fmt.Errorf("--image-digest %q is not sha256:<64 lower-case hex>", o.ImageDigest)
+		}
+		if ref.Digest != "" && ref.Digest != o.ImageDigest {
+			return fmt.Errorf("--image %s carries a digest other than --image-digest %s", o.Image, o.ImageDigest)
+		}
+		ref.Digest = o.ImageDigest
+	}
+	o.Image, o.ImageDigest = ref.String(), ""
+	if o.CreatedAt == "" {
+		return fmt.Errorf("--created-at is required: the release date in RFC 3339, e.g. 2026-12-01T00:00:00Z (not the wall clock, so regenerating gives the same bundle)")
+	}
+	created, err := time.Parse(time.RFC3339, o.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("--created-at %q is not RFC 3339 (2026-12-01T00:00:00Z): %w", o.CreatedAt, err)
+	}
+	o.CreatedAt = created.UTC().Format(time.RFC3339)
 	if len(o.Channels) == 0 {
 		return fmt.Errorf("--channels needs at least one channel")
 	}
@@ -99,6 +130,14 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// Disconnected reports whether the operator image is pinned by digest, the condition for
+// declaring features.operators.openshift.io/disconnected: every image the bundle runs must be
+// mirrorable by digest. Call it after Validate.
+func (o Options) Disconnected() bool {
+	ref, err := ParseImage(o.Image)
+	return err == nil && ref.ByDigest()
+}
+
 // CSVName is the ClusterServiceVersion name of a version.
 func CSVName(version string) string { return PackageName + ".v" + version }
 
@@ -109,8 +148,10 @@ func (o Options) SkipRange() string { return ">=" + o.MinSkipVersion + " <" + o.
 type Annotation struct{ Key, Value string }
 
 // Annotations is the one table behind metadata/annotations.yaml and the bundle.Dockerfile
-// labels, which OLM requires to be identical.
-func (o Options) Annotations() []Annotation {
+// labels, which OLM requires to be identical. openShiftVersions is the
+// com.redhat.openshift.versions value (empty to omit), which Render derives from the CSV's
+// minKubeVersion.
+func (o Options) Annotations(openShiftVersions string) []Annotation {
 	a := []Annotation{
 		{"operators.operatorframework.io.bundle.mediatype.v1", "registry+v1"},
 		{"operators.operatorframework.io.bundle.manifests.v1", "manifests/"},
@@ -121,8 +162,12 @@ func (o Options) Annotations() []Annotation {
 	if o.DefaultChannel != "" {
 		a = append(a, Annotation{"operators.operatorframework.io.bundle.channel.default.v1", o.DefaultChannel})
 	}
-	return append(a,
+	a = append(a,
 		Annotation{"operators.operatorframework.io.test.mediatype.v1", "scorecard+v1"},
 		Annotation{"operators.operatorframework.io.test.config.v1", "tests/scorecard/"},
 	)
+	if openShiftVersions != "" {
+		a = append(a, Annotation{OpenShiftVersionsKey, openShiftVersions})
+	}
+	return a
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // OptionsFromBundle recovers the release options a committed bundle was generated with, so a
-// test can regenerate it from config/ and compare: the CSV records version, image, replaces
-// and skip range, annotations.yaml the channels, the scorecard config its image.
+// test can regenerate it from config/ and compare: the CSV records version, image (by digest
+// when it was pinned), createdAt, replaces and skip range, annotations.yaml the channels, the
+// scorecard config its image.
 func OptionsFromBundle(bundleDir, configDir string) (Options, error) {
 	o := Options{ConfigDir: configDir, ContextBundleDir: "bundle"}
 	csvs, err := ReadObjects(filepath.Join(bundleDir, "manifests", PackageName+".clusterserviceversion.yaml"))
@@ -25,6 +26,7 @@ func OptionsFromBundle(bundleDir, configDir string) (Options, error) {
 	csv := csvs[0]
 	o.Version, _, _ = unstructured.NestedString(csv.Object, "spec", "version")
 	o.Image = csv.GetAnnotations()["containerImage"]
+	o.CreatedAt = csv.GetAnnotations()["createdAt"]
 	if r, _, _ := unstructured.NestedString(csv.Object, "spec", "replaces"); r != "" {
 		o.Replaces = strings.TrimPrefix(r, PackageName+".v")
 	}
