@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/celld"
 )
 
@@ -106,4 +109,40 @@ func BenchmarkSweep100Members20ms(b *testing.B) {
 // stays bounded by the client's pooled read buffers (one per reader), not by members × 1 MiB.
 func BenchmarkSweep100Members1MiB(b *testing.B) {
 	benchmarkSweep(b, 100, 20*time.Millisecond, stateBody(celld.MaxBody-64))
+}
+
+// BenchmarkCapacityCollection100Members: a capacity fleet's whole collection of 100 members
+// (the /state sweep, 20 ms each, with one PodMetrics list alongside, then the samples built
+// from both) must finish inside the 10 s deadline, and costs one Metrics API request.
+func BenchmarkCapacityCollection100Members(b *testing.B) {
+	ips, port := fleetOfServers(b, 100, 20*time.Millisecond, stateBody(2<<10))
+	client := celld.NewClient(celld.WithPort(uint16(port)))
+	defer client.CloseIdleConnections()
+	started := time.Now().Add(-time.Minute)
+	inv := inventory{members: make([]member, len(ips))}
+	lister := &fakeMetrics{}
+	for i, ip := range ips {
+		name := fmt.Sprintf("f-%03d", i)
+		inv.members[i] = member{name: name, uid: "u" + name, identity: "u" + name + "/c/0", ip: ip, ready: true, started: started}
+		lister.items = append(lister.items, podMetricsOf(name, time.Now(), "120m", "300Mi"))
+	}
+	f := &v1.CelldFleet{Spec: v1.CelldFleetSpec{Capacity: &v1.CapacityPolicy{}}}
+	o := New(nil, nil, nil, Options{Reader: client, Metrics: lister, Capacity: func(types.NamespacedName, types.UID, *capacity.Observation) {}})
+	var slowest time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		t := time.Now()
+		pm := o.listPodMetrics(context.Background(), f)
+		read := o.sample(context.Background(), inv.members)
+		obs := capacityObservation(time.Now(), inv, read, <-pm, true)
+		slowest = max(slowest, time.Since(t))
+		if obs.Samples[99].MetricsAt.IsZero() || obs.Samples[99].CPUMillicores != 120 {
+			b.Fatalf("every member must be sampled: %+v", obs.Samples[99])
+		}
+	}
+	b.ReportMetric(slowest.Seconds(), "slowest-collection-s")
+	b.ReportMetric(float64(lister.calls)/float64(b.N), "metrics-requests/op")
+	if slowest >= o.opts.Deadline {
+		b.Fatalf("slowest collection %s, not inside the %s deadline", slowest, o.opts.Deadline)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/capacity"
@@ -102,6 +103,18 @@ func TestScaleOutAddsAMemberAfterTheWindowAndRecordsTheStep(t *testing.T) {
 	r, admin := newReconciler(t, testOptions(), &writes)
 	clock := &capacityClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	r.Now, r.Capacity = clock.Now, NewCapacity()
+	var reservationWrites atomic.Int64
+	ww, err := client.NewWithWatch(testCfg, client.Options{Scheme: testScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Direct = interceptor.NewClient(ww, interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if _, ok := obj.(*v1.CelldStorageReservation); ok {
+				reservationWrites.Add(1)
+			}
+			return c.Update(ctx, obj, opts...)
+		}})
 	ns := setup(t, admin)
 	f := capacityFleet(t, admin, ns, "grow", v1.CapacityScaleOut)
 	reconcileOnce(t, r, f)
@@ -114,6 +127,7 @@ func TestScaleOutAddsAMemberAfterTheWindowAndRecordsTheStep(t *testing.T) {
 	}
 
 	start := clock.now
+	reservationWrites.Store(0)
 	sustain(t, r, clock, f, 3)
 	if n := deploymentReplicas(t, admin, f); n != 4 {
 		t.Fatalf("after a sustained high window the ScaleOut policy must add one member (scaleOutStep 1): replicas %d, status %+v",
@@ -122,6 +136,9 @@ func TestScaleOutAddsAMemberAfterTheWindowAndRecordsTheStep(t *testing.T) {
 	h, ok := history(t, admin, f)
 	if !ok || !h.LastScaleOut.After(start) || h.LastScaleOut.After(clock.now) || h.Baseline == nil || h.Baseline.From != 3 || h.Baseline.To != 4 {
 		t.Fatalf("the step must be recorded on the reservation once taken, with its baseline: %+v (present %t)", h, ok)
+	}
+	if n := reservationWrites.Load(); n != 1 {
+		t.Fatalf("one step taken must cost exactly one reservation write, got %d", n)
 	}
 	live := liveFleet(t, admin, f)
 	if live.Spec.Replicas != nil && *live.Spec.Replicas != 3 {
