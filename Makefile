@@ -162,8 +162,8 @@ docker-build: ## Build the operator image (needs Docker; set BUILDER_IMAGE and R
 	docker build --build-arg BUILDER_IMAGE=$(BUILDER_IMAGE) --build-arg RUNTIME_IMAGE=$(RUNTIME_IMAGE) --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: bundle-build
-bundle-build: ## Build the bundle image (needs Docker).
-	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+bundle-build: ## Build the bundle image (needs Docker); bundle/ is the context, as .dockerignore keeps it out of the repository's.
+	go run ./tests/tools/catalog dockerfile --bundle bundle | docker build -f - -t $(BUNDLE_IMG) bundle
 
 .PHONY: clean
 clean: ## Remove build outputs (the per-user binary cache stays).

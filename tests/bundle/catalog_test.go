@@ -531,12 +531,12 @@ func TestCatalogDockerfile(t *testing.T) {
 	}
 }
 
-// TestBundleDockerfileOfTheLayout: the Dockerfile make catalog-bundles-build feeds docker for a
-// bundle directory carries exactly its annotations as labels and copies both directories.
+// TestBundleDockerfileOfTheLayout: the Dockerfile make catalog-bundles-build (and, for bundle/,
+// make bundle-build) feeds docker for a bundle directory carries exactly its annotations as
+// labels and copies its directories.
 func TestBundleDockerfileOfTheLayout(t *testing.T) {
 	tpl := readTemplate(t)
-	for _, v := range []string{"0.1.0", releaseVersion(t)} {
-		dir := repo(t, tpl.BundleRoot, v)
+	for v, dir := range map[string]string{"0.1.0": repo(t, tpl.BundleRoot, "0.1.0"), releaseVersion(t): repo(t, tpl.BundleRoot, releaseVersion(t)), "bundle/": repo(t, "bundle")} {
 		raw, err := fbc.BundleDockerfile(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -564,6 +564,9 @@ func TestBundleDockerfileOfTheLayout(t *testing.T) {
 			if !strings.Contains(string(raw), want) {
 				t.Errorf("%s: the bundle Dockerfile lacks %q", v, want)
 			}
+		}
+		if scorecard := strings.Contains(string(raw), "COPY tests/scorecard /tests/scorecard/"); scorecard != (v == "bundle/") {
+			t.Errorf("%s: the bundle Dockerfile copies tests/scorecard: %v; only bundle/ has it", v, scorecard)
 		}
 	}
 }
