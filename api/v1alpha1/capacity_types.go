@@ -18,8 +18,9 @@ const (
 
 // CapacityPolicy is the optional capacity policy (docs/capacity.md). Growth and contraction
 // still follow the lifecycle rules: growth in runs, scale-in one member per step after the
-// previous change has rolled out. This release validates the policy and reports its mode, but
-// applies spec.replicas as declared in every mode.
+// previous change has rolled out. The operator collects each member's /state load view and
+// Metrics API sample every sampleIntervalSeconds, decides once per reconcile and reports the
+// decision in status.capacity; it never writes spec.replicas.
 //
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",fieldPath=".minReplicas",reason="FieldValueInvalid",message="spec.capacity.minReplicas must not exceed maxReplicas; fix the bounds"
 // +kubebuilder:validation:XValidation:rule="self.cpuLowMillicores < self.cpuHighMillicores",fieldPath=".cpuLowMillicores",reason="FieldValueInvalid",message="spec.capacity.cpuLowMillicores must be below cpuHighMillicores; fix the thresholds"
@@ -160,9 +161,8 @@ type CapacityPolicy struct {
 	MemoryLowMiB int32 `json:"memoryLowMiB,omitempty"`
 }
 
-// CapacityStatus is the capacity policy's latest result (docs/capacity.md). This release
-// applies spec.replicas as declared: it reports the mode, the reason ManualOverride (ExternalOwner
-// in External mode) and desiredReplicas, and leaves the member counts at zero.
+// CapacityStatus is the capacity policy's latest decision (docs/capacity.md). A paused fleet
+// keeps the last one until it resumes.
 type CapacityStatus struct {
 	// mode is spec.capacity.mode, the mode the decision was made in.
 	// +optional

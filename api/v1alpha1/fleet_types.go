@@ -145,9 +145,9 @@ type CelldFleetSpec struct {
 	Maintenance *MaintenanceSpec `json:"maintenance,omitempty"`
 
 	// capacity is the optional capacity policy (docs/capacity.md); omission means replicas is
-	// managed by hand. This release validates the policy and reports its mode in
-	// status.capacity, but applies spec.replicas as declared in every mode; the operator never
-	// writes spec.replicas.
+	// managed by hand. Shadow recommends, ScaleOut adds members, Automatic adds and removes
+	// them, External leaves spec.replicas to one /scale writer; the decision is reported in
+	// status.capacity and the operator never writes spec.replicas.
 	// +optional
 	Capacity *CapacityPolicy `json:"capacity,omitempty"`
 
