@@ -33,7 +33,7 @@ BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
 CONTROLLER_GEN := $(BIN)/controller-gen
 GINKGO := $(BIN)/ginkgo
-K8S_BINARIES := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl $(BIN)/kwok
+K8S_BINARIES := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kubectl $(BIN)/kwok $(BIN)/metrics-server
 FUZZTIME ?= 10s
 E2E_PROCS ?= 2
 E2E_TIMEOUT ?= 25m
@@ -91,7 +91,7 @@ build: ## Build the operator binary into bin/manager.
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager .
 
 .PHONY: tools
-tools: $(K8S_BINARIES) $(CONTROLLER_GEN) ## Build etcd, the Kubernetes binaries and kwok once (cached per user, linked into bin/).
+tools: $(K8S_BINARIES) $(CONTROLLER_GEN) ## Build etcd, the Kubernetes binaries, kwok and metrics-server once (cached per user, linked into bin/).
 
 $(K8S_BINARIES) &:
 	tests/tools/install.sh $(BIN)

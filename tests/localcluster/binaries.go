@@ -14,7 +14,7 @@ import (
 const ModulePath = "github.com/celld/celld-operator"
 
 // requiredBinaries are the pinned tools tests/tools/install.sh builds.
-var requiredBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+var requiredBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "metrics-server"}
 
 // RepoRoot walks up from the working directory to the go.mod of this module. Tests run in
 // their package directory, the command runs anywhere inside the checkout.

@@ -154,6 +154,9 @@ func (c *Cluster) bringUp(ctx context.Context, bin string) error {
 	if err := installStorage(ctx, c.client); err != nil {
 		return err
 	}
+	if err := installMetricsServerAccess(ctx, c.client); err != nil {
+		return err
+	}
 	block, lock, err := claimLoopbackBlock()
 	if err != nil {
 		return err
@@ -171,12 +174,17 @@ func (c *Cluster) bringUp(ctx context.Context, bin string) error {
 	if err := c.launchControllers(ctx, bin, p); err != nil {
 		return err
 	}
-	step("controller-manager, scheduler, kwok", t)
+	step("controller-manager, scheduler, kwok, metrics-server", t)
 	t = time.Now()
 	if err := waitNodesReady(ctx, c.client, c.nodes, time.Minute); err != nil {
 		return err
 	}
 	step("nodes Ready", t)
+	t = time.Now()
+	if err := waitMetricsAPIAvailable(ctx, dynamic.NewForConfigOrDie(c.cfg), time.Minute); err != nil {
+		return err
+	}
+	step("metrics API Available", t)
 	if err := c.startInProcess(ctx); err != nil {
 		return err
 	}
@@ -184,8 +192,8 @@ func (c *Cluster) bringUp(ctx context.Context, bin string) error {
 	return c.writeReady(p)
 }
 
-// launchControllers starts KCM, scheduler and kwok together (they only need the API server)
-// and waits for all three to be healthy.
+// launchControllers starts KCM, scheduler, kwok and metrics-server together (they only need
+// the API server), waits for all four to be healthy, then registers the Metrics API.
 func (c *Cluster) launchControllers(ctx context.Context, bin string, p ports) error {
 	probe := insecureClient()
 	type spec struct {
@@ -196,6 +204,8 @@ func (c *Cluster) launchControllers(ctx context.Context, bin string, p ports) er
 		{"kube-controller-manager", "https://127.0.0.1:" + strconv.Itoa(p.kcm) + "/healthz", kcmArgs(c.dir, c.pki, p)},
 		{"kube-scheduler", "https://127.0.0.1:" + strconv.Itoa(p.scheduler) + "/readyz", schedulerArgs(c.dir, p)},
 		{"kwok", "http://127.0.0.1:" + strconv.Itoa(p.kwok) + "/healthz", kwokArgs(c.dir)},
+		// livez, not readyz: metrics-server is ready only once it holds a scrape of every node
+		{"metrics-server", p.metricsServerURL() + "/livez", metricsServerArgs(c.dir, c.pki, p)},
 	}
 	procs := make([]*process, len(specs))
 	for i, s := range specs {
@@ -211,7 +221,7 @@ func (c *Cluster) launchControllers(ctx context.Context, bin string, p ports) er
 			return err
 		}
 	}
-	return nil
+	return registerMetricsAPI(ctx, dynamic.NewForConfigOrDie(c.cfg), c.pki, p)
 }
 
 // launch starts one binary and waits for its health URL.

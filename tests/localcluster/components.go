@@ -16,14 +16,16 @@ import (
 type ports struct {
 	etcdClient, etcdPeer, etcdMetrics int
 	apiserver, kcm, scheduler, kwok   int
+	metricsServer                     int
 }
 
 func choosePorts() (ports, error) {
-	p, err := freePorts(7)
+	p, err := freePorts(8)
 	if err != nil {
 		return ports{}, err
 	}
-	return ports{etcdClient: p[0], etcdPeer: p[1], etcdMetrics: p[2], apiserver: p[3], kcm: p[4], scheduler: p[5], kwok: p[6]}, nil
+	return ports{etcdClient: p[0], etcdPeer: p[1], etcdMetrics: p[2], apiserver: p[3], kcm: p[4], scheduler: p[5], kwok: p[6],
+		metricsServer: p[7]}, nil
 }
 
 func (p ports) etcdURL() string   { return "http://127.0.0.1:" + strconv.Itoa(p.etcdClient) }
@@ -59,6 +61,18 @@ func apiserverArgs(k *pki, p ports) []string {
 		// defaults (including PodSecurity) stay on; NodeRestriction is added on top
 		"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
 		"--allow-privileged=true",
+		// the aggregation layer (metrics.k8s.io): the aggregator authenticates to extension
+		// servers with front-proxy-client and passes the user in these headers. No
+		// --enable-aggregator-routing: it resolves Endpoints, which cannot hold 127.0.0.1, and
+		// refuses ExternalName Services; the default routing dials an ExternalName Service's
+		// name (see metricsServerObjects)
+		"--requestheader-client-ca-file", k.path("front-proxy-ca.crt"),
+		"--requestheader-allowed-names", frontProxyClientName,
+		"--requestheader-username-headers", "X-Remote-User",
+		"--requestheader-group-headers", "X-Remote-Group",
+		"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+		"--proxy-client-cert-file", k.path("front-proxy-client.crt"),
+		"--proxy-client-key-file", k.path("front-proxy-client.key"),
 	}
 }
 
@@ -110,20 +124,27 @@ func kwokArgs(dir string) []string {
 
 // kwokConfig is kwok's own configuration. With --config kwok does not default the four
 // parallelism options and exits ("parallelism must be greater than 0"), so all are explicit.
-func kwokConfig(p ports) string {
+// The server address is every node's kubelet endpoint: plain HTTP (healthz) and HTTPS with
+// kwok-serving on the same port, which nodePort publishes as the node's kubelet port. The
+// Metric and ClusterResourceUsage documents after it (kwokMetrics) are the emulated
+// /metrics/resource endpoints metrics-server scrapes.
+func kwokConfig(k *pki, p ports) string {
 	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
   cidr: 127.100.0.0/16
   nodeIP: 127.0.0.1
+  nodePort: %d
   manageNodesWithLabelSelector: %s=%s
   nodeLeaseDurationSeconds: 10
   serverAddress: 127.0.0.1:%d
+  tlsCertFile: %s
+  tlsPrivateKeyFile: %s
   nodeLeaseParallelism: 4
   podPlayStageParallelism: 4
   nodePlayStageParallelism: 4
   podsOnNodeSyncParallelism: 1
-`, ManagedNodeLabel, ManagedNodeValue, p.kwok)
+`, p.kwok, ManagedNodeLabel, ManagedNodeValue, p.kwok, k.path("kwok-serving.crt"), k.path("kwok-serving.key")) + kwokMetrics
 }
 
 // writeKubeconfig writes a kubeconfig for one client identity with the certificates embedded,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -111,12 +112,62 @@ func (f *Faults) SetKnob(ctx context.Context, namespace, pod, knob, value string
 	return f.annotate(ctx, namespace, pod, celldsim.AnnotationPrefix+knob, value)
 }
 
-func (f *Faults) annotate(ctx context.Context, namespace, pod, key, value string) error {
-	var v any = value
-	if value == "" {
-		v = nil
+// SetLoad makes the celld container of namespace/pod use cpu and memory: the Metrics API
+// (PodMetrics of the pod, container "celld", and `kubectl top pods`) reports them from
+// metrics-server's next scrape on (within MetricResolution, 10 s; CPU to within a few
+// millicores, as it is a rate over the scrape window; a pod younger than two scrapes has no
+// PodMetrics yet), and
+// the simulator's /state node_load follows at once (rss_bytes = memory, in_use_bytes = 4/5 of
+// it, cpu_percent_x100 = millicores x 10). It writes the pod annotations
+// celldsim.UsageCPUAnnotation and celldsim.UsageMemoryAnnotation, so it works on any pod on a
+// kwok node from any process with the admin kubeconfig; other containers of the pod keep 1m
+// and 1Mi.
+func (f *Faults) SetLoad(ctx context.Context, namespace, pod string, cpu, memory resource.Quantity) error {
+	return f.setLoad(ctx, namespace, pod, map[string]string{
+		celldsim.UsageCPUAnnotation: cpu.String(), celldsim.UsageMemoryAnnotation: memory.String(),
+	})
+}
+
+// ClearLoad removes what SetLoad set: the container uses celldsim.DefaultUsageCPU and
+// DefaultUsageMemory again.
+func (f *Faults) ClearLoad(ctx context.Context, namespace, pod string) error {
+	return f.setLoad(ctx, namespace, pod, map[string]string{celldsim.UsageCPUAnnotation: "", celldsim.UsageMemoryAnnotation: ""})
+}
+
+// SetUsage writes some of the usage annotations (celldsim.UsageCPUAnnotation,
+// UsageMemoryAnnotation) in one patch, leaving the others as they are; an empty value removes
+// one. SetLoad sets both.
+func (f *Faults) SetUsage(ctx context.Context, namespace, pod string, usage map[string]string) error {
+	return f.setLoad(ctx, namespace, pod, usage)
+}
+
+// setLoad writes usage annotations in one patch; an empty value removes one.
+func (f *Faults) setLoad(ctx context.Context, namespace, pod string, usage map[string]string) error {
+	for k, v := range usage {
+		if k != celldsim.UsageCPUAnnotation && k != celldsim.UsageMemoryAnnotation {
+			return fmt.Errorf("%s is not a usage annotation", k)
+		}
+		if _, err := resource.ParseQuantity(v); v != "" && err != nil {
+			return fmt.Errorf("%s=%q: %w", k, v, err)
+		}
 	}
-	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
+	return f.annotateAll(ctx, namespace, pod, usage)
+}
+
+func (f *Faults) annotate(ctx context.Context, namespace, pod, key, value string) error {
+	return f.annotateAll(ctx, namespace, pod, map[string]string{key: value})
+}
+
+// annotateAll sets annotations in one merge patch; an empty value removes one.
+func (f *Faults) annotateAll(ctx context.Context, namespace, pod string, kv map[string]string) error {
+	annotations := map[string]any{}
+	for k, v := range kv {
+		annotations[k] = v
+		if v == "" {
+			annotations[k] = nil
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	_, err := f.client.CoreV1().Pods(namespace).Patch(ctx, pod, types.MergePatchType, body, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("annotate pod %s/%s: %w", namespace, pod, err)

@@ -104,12 +104,12 @@ func (c *Cluster) writeConfigs(k *pki, p ports) error {
 	if err := writeKubeconfig(c.KubeconfigPath(), k, p.serverURL(), "admin"); err != nil {
 		return err
 	}
-	for _, id := range []string{"kcm", "scheduler", "kwok"} {
+	for _, id := range []string{"kcm", "scheduler", "kwok", "metrics-server"} {
 		if err := writeKubeconfig(filepath.Join(c.dir, "cfg", id+".kubeconfig"), k, p.serverURL(), id); err != nil {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(c.dir, "cfg", "kwok.yaml"), []byte(kwokConfig(p)), 0o644)
+	return os.WriteFile(filepath.Join(c.dir, "cfg", "kwok.yaml"), []byte(kwokConfig(k, p)), 0o644)
 }
 
 func (c *Cluster) writeReady(p ports) error {

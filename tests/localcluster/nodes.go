@@ -46,7 +46,7 @@ func nodeManifests(zones []string, region string, perZone, block int) []*corev1.
 						corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
 						zoneLabel: z, regionLabel: region, "type": "kwok",
 					},
-					Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+					Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", ResourceMetricsPathAnnotation: resourceMetricsPath(name)},
 				},
 				Spec: corev1.NodeSpec{PodCIDR: cidr, PodCIDRs: []string{cidr}},
 			})

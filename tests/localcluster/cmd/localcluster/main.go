@@ -13,9 +13,11 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/celld/celld-operator/tests/celldsim"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
 
@@ -31,6 +33,10 @@ const usage = `localcluster: a real Kubernetes control plane with kwok nodes, zo
   localcluster kill-member NAMESPACE/POD          simulated celld exits; restarts after CELLD_SIM_RESTART_MS
   localcluster unhealthy NAMESPACE/POD on|off     health route answers 503 (on) or follows celld (off)
   localcluster sim-knob NAMESPACE/POD KNOB=VALUE  override a CELLD_SIM_* knob (KNOB= removes it)
+  localcluster load [-n NAMESPACE] POD [cpu=300m] [memory=900Mi]
+        set what the pod's celld container uses: the Metrics API (kubectl top pods) reports it
+        from metrics-server's next scrape (10 s), /state node_load at once; cpu= or memory=
+        with no value goes back to the default (1m, 50Mi); no key prints the current load
   localcluster bench [--replicas 300]             pods/s of a Deployment on the running cluster
 
 Every subcommand but up acts on the cluster found through --dir (default .localcluster).`
@@ -55,6 +61,7 @@ func run(cmd string, args []string) error {
 	perZone := fs.Int("nodes-per-zone", 2, "nodes in each zone")
 	timeout := fs.Duration("timeout", 10*time.Minute, "wait: how long to wait for the ready marker")
 	replicas := fs.Int("replicas", 300, "bench: Deployment replicas")
+	namespace := fs.String("n", "default", "load: namespace of the pod (or give POD as NAMESPACE/POD)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -80,7 +87,48 @@ func run(cmd string, args []string) error {
 		}
 		return err
 	}
+	if cmd == "load" {
+		return load(ctx, cs, *namespace, pos)
+	}
 	return fault(ctx, localcluster.NewFaults(cs), cmd, pos)
+}
+
+// load sets (or with no key, prints) the usage annotations of a pod.
+func load(ctx context.Context, cs kubernetes.Interface, ns string, pos []string) error {
+	if len(pos) == 0 {
+		return fmt.Errorf("load: want POD [cpu=Q] [memory=Q]")
+	}
+	name := pos[0]
+	if n, p, ok := strings.Cut(name, "/"); ok {
+		ns, name = n, p
+	}
+	keys := map[string]string{"cpu": celldsim.UsageCPUAnnotation, "memory": celldsim.UsageMemoryAnnotation}
+	usage := map[string]string{}
+	for _, kv := range pos[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || keys[k] == "" {
+			return fmt.Errorf("load: want cpu=QUANTITY or memory=QUANTITY, got %q", kv)
+		}
+		usage[keys[k]] = v
+	}
+	if len(usage) > 0 {
+		if err := localcluster.NewFaults(cs).SetUsage(ctx, ns, name, usage); err != nil {
+			return err
+		}
+	}
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	show := func(key, def string) string {
+		if v, ok := p.Annotations[key]; ok {
+			return v
+		}
+		return def + " (default)"
+	}
+	fmt.Printf("%s/%s: cpu=%s memory=%s\n", ns, name, show(celldsim.UsageCPUAnnotation, celldsim.DefaultUsageCPU),
+		show(celldsim.UsageMemoryAnnotation, celldsim.DefaultUsageMemory))
+	return nil
 }
 
 func fault(ctx context.Context, f *localcluster.Faults, cmd string, pos []string) error {
