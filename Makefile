@@ -56,7 +56,12 @@ test: tools verify test-unit test-api test-rbac test-e2e test-fuzz ## Run every 
 
 .PHONY: test-unit
 test-unit: tools ## Unit tests, chart goldens and server-side apply tests (envtest).
-	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... .
+	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... ./tests/gitops/... ./tests/tools/chartdocs/... .
+
+.PHONY: test-chart
+test-chart: tools ## Only the install chart's tests (part of test-unit): schema, README table, helm lint --strict, every value set rendered and applied to a real API server, helm install/upgrade/uninstall.
+	go test -count=1 -run '^TestChart' ./tests/bundle/
+	go test -count=1 ./tests/tools/chartdocs/...
 
 .PHONY: test-api
 test-api: tools ## CRD admission, SSA ownership and subresources against a real kube-apiserver.
