@@ -21,11 +21,18 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 )
 
-// TestChartRendersCreateOnARealAPIServer creates every object of every install case, one
-// create each as helm install does (a server-side dry-run would skip admission of objects whose
-// kind a CRD of the same render introduces), on a real kube-apiserver, in the case's own
-// release namespace. The fleet namespaces are created first, as the README requires.
-func TestChartRendersCreateOnARealAPIServer(t *testing.T) {
+// TestChartRendersInstallOnARealAPIServer installs every case's render on a real
+// kube-apiserver, in the case's own fresh release namespace (the fleet and dashboard
+// namespaces are created first, as the README requires), twice over:
+//   - created, one create each with strict field validation, as helm install does (a
+//     server-side dry-run would skip admission of objects whose kind a CRD of the same render
+//     introduces);
+//   - then server-side applied for real, as Argo CD with ServerSideApply, Flux's
+//     kustomize-controller and Helm 4 apply a render: the apply refuses fields the schemas do
+//     not declare and duplicate keys in keyed lists (env, ports, volumes), and must take the
+//     render without a conflict with the create; applied a second time it must change
+//     nothing, or a GitOps tool would report drift forever.
+func TestChartRendersInstallOnARealAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := chartServer.Client(t)
@@ -33,7 +40,7 @@ func TestChartRendersCreateOnARealAPIServer(t *testing.T) {
 	for i, cc := range chartCases() {
 		t.Run(cc.name, func(t *testing.T) {
 			ns := fmt.Sprintf("chart-case-%d", i)
-			for _, n := range append([]string{ns}, cc.fleetNamespaces...) {
+			for _, n := range append([]string{ns}, cc.namespaces...) {
 				createNamespace(ctx, t, c, n)
 			}
 			chrt, err := loader.Load(cc.dir(t))
@@ -45,6 +52,7 @@ func TestChartRendersCreateOnARealAPIServer(t *testing.T) {
 				t.Fatalf("render: %v", err)
 			}
 			createAll(ctx, t, c, objs)
+			applyAll(ctx, t, c, objs)
 			if cc.name == "defaults" {
 				checkUserRolesOnTheServer(ctx, t, c, ns)
 			}
@@ -76,18 +84,11 @@ func TestChartFleetNamespacesMustExist(t *testing.T) {
 // machine can hold for minutes). Namespaced objects stay in their case's namespace.
 func createAll(ctx context.Context, t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
 	t.Helper()
-	crds, rest := []*unstructured.Unstructured{}, []*unstructured.Unstructured{}
-	for _, o := range objs {
-		if o.GetKind() == "CustomResourceDefinition" {
-			crds = append(crds, o)
-		} else {
-			rest = append(rest, o)
-		}
-	}
+	crds, rest := crdsFirst(objs)
 	var created []*unstructured.Unstructured
 	t.Cleanup(func() { deleteClusterScoped(t, c, created) })
 	for _, o := range crds {
-		err := c.Create(ctx, o.DeepCopy())
+		err := c.Create(ctx, o.DeepCopy(), client.FieldValidation(metav1.FieldValidationStrict))
 		if apierrors.IsAlreadyExists(err) {
 			if first, ok := renderedCRDs[o.GetName()]; !ok || !equality.Semantic.DeepEqual(first, o.Object["spec"]) {
 				t.Fatalf("CRD %s of this case differs from the one an earlier case created", o.GetName())
@@ -100,11 +101,63 @@ func createAll(ctx context.Context, t *testing.T, c client.Client, objs []*unstr
 		waitEstablished(ctx, t, c, o.GetName())
 	}
 	for _, o := range rest {
-		if err := c.Create(ctx, o.DeepCopy()); err != nil {
+		if err := c.Create(ctx, o.DeepCopy(), client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
 			t.Errorf("create %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 			continue
 		}
 		created = append(created, o)
+	}
+}
+
+// crdsFirst splits a render into its CRDs and the rest, the order Helm installs them in.
+func crdsFirst(objs []*unstructured.Unstructured) (crds, rest []*unstructured.Unstructured) {
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	return crds, rest
+}
+
+// applyManager is the field manager of the test's server-side applies, standing for a GitOps
+// tool that takes over a Helm install.
+const applyManager = "chart-test-apply"
+
+// applyAll server-side applies every object of a render that createAll created, without
+// forcing ownership, then applies them again and requires the second apply to write nothing
+// (the object's resourceVersion stays).
+func applyAll(ctx context.Context, t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	crds, rest := crdsFirst(objs)
+	ordered := append(crds, rest...)
+	apply := func(o *unstructured.Unstructured) (string, error) {
+		u := o.DeepCopy()
+		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(applyManager))
+		return u.GetResourceVersion(), err
+	}
+	versions := map[int]string{}
+	for i, o := range ordered {
+		rv, err := apply(o)
+		if err != nil {
+			t.Errorf("server-side apply %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			continue
+		}
+		versions[i] = rv
+	}
+	for i, o := range ordered {
+		first, ok := versions[i]
+		if !ok {
+			continue
+		}
+		rv, err := apply(o)
+		if err != nil {
+			t.Errorf("server-side apply %s %s/%s again: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		} else if rv != first {
+			t.Errorf("applying %s %s/%s a second time changed it (resourceVersion %s, then %s): the render is not what the API server stores, and a GitOps tool would apply it forever",
+				o.GetKind(), o.GetNamespace(), o.GetName(), first, rv)
+		}
 	}
 }
 

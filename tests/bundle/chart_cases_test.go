@@ -18,8 +18,10 @@ type chartCase struct {
 	// asDependency installs the chart as a dependency of a parent chart, which is how Helm
 	// hands it a global: key.
 	asDependency bool
-	// fleetNamespaces must exist before the render is created (as before helm install).
-	fleetNamespaces []string
+	// namespaces are those the render puts objects in besides the release namespace (fleet
+	// namespaces, the dashboard's): they must exist before the render is installed, as before
+	// helm install.
+	namespaces []string
 }
 
 func chartCases() []chartCase {
@@ -32,13 +34,14 @@ func chartCases() []chartCase {
 			"topologySpreadConstraints": []any{map[string]any{
 				"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}},
 		}},
-		{name: "fleet namespaces", fleetNamespaces: []string{"chart-fleets-a", "chart-fleets-b"}, values: map[string]any{
+		{name: "fleet namespaces", namespaces: []string{"chart-fleets-a", "chart-fleets-b"}, values: map[string]any{
 			"fleetNamespaces":       []any{"chart-fleets-a", "chart-fleets-b"},
 			"networkPolicyEnforced": true,
 		}},
-		{name: "metrics", values: map[string]any{"metrics": map[string]any{"enabled": true,
-			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
-			"prometheusRule": map[string]any{"enabled": true}}}},
+		{name: "metrics", namespaces: []string{"chart-grafana"}, values: map[string]any{"metrics": map[string]any{"enabled": true,
+			"serviceMonitor":   map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+			"prometheusRule":   map[string]any{"enabled": true},
+			"grafanaDashboard": map[string]any{"enabled": true, "namespace": "chart-grafana", "annotations": map[string]any{"grafana_folder": "celld"}}}}},
 		{name: "customized", values: map[string]any{
 			"nameOverride":           "celld-ops",
 			"commonLabels":           map[string]any{"team": "storage"},
