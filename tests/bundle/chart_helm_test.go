@@ -2,6 +2,7 @@ package bundle
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 )
 
 const fleetCRD = "celldfleets.celld.eric.dev"
@@ -129,4 +133,89 @@ func getCRD(ctx context.Context, t *testing.T, c client.Client, name string) *ap
 		t.Fatalf("CRD %s: %v", name, err)
 	}
 	return &crd
+}
+
+// TestChartHelmUpgradeKeepsValuesAsDocumented checks the upgrade advice of the README and
+// docs/install.md on this chart: an upgrade from a chart version that lacked a value
+// (podDisruptionBudget, say) with --reuse-values renders the new templates against the old
+// version's defaults and fails, while --reset-then-reuse-values takes the new defaults, keeps
+// the values set at install, and renders what the new version adds.
+func TestChartHelmUpgradeKeepsValuesAsDocumented(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := chartServer.Client(t)
+	kubeconfig := chartKubeconfig(t, chartServer)
+	// Its own names and no CRDs: the release shares the API server with the other chart tests.
+	const ns, release, name = "chart-reuse", "celld-reuse", "celld-reuse"
+	helm := func(args ...string) (string, error) {
+		t.Helper()
+		return runHelm(t, kubeconfig, append(args, "-n", ns)...)
+	}
+	older := chartWithout(t, "podDisruptionBudget", "templates/poddisruptionbudget.yaml")
+	if out, err := helm("install", release, older, "--create-namespace", "--set", "nameOverride="+name,
+		"--set", "crds.enabled=false", "--set", "networkPolicyEnforced=true"); err != nil {
+		t.Fatalf("helm install of the older chart: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := runHelm(t, kubeconfig, "uninstall", release, "-n", ns); err != nil {
+			t.Errorf("helm uninstall: %v\n%s", err, out)
+		}
+	})
+
+	out, err := helm("upgrade", release, repo(t, chartDir), "--reuse-values")
+	if err == nil || !strings.Contains(out, "podDisruptionBudget") {
+		t.Errorf("helm upgrade --reuse-values from a chart without podDisruptionBudget: %v, want the failure the docs describe:\n%s", err, out)
+	}
+	if out, err := helm("upgrade", release, repo(t, chartDir), "--reset-then-reuse-values"); err != nil {
+		t.Fatalf("helm upgrade --reset-then-reuse-values, which the docs call safe: %v\n%s", err, out)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pdb); err != nil {
+		t.Errorf("after --reset-then-reuse-values the new chart's PodDisruptionBudget is missing: %v", err)
+	}
+	var d appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+		t.Fatalf("after --reset-then-reuse-values the operator Deployment %s is missing (the install's nameOverride was lost?): %v", name, err)
+	}
+	if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--network-policy-enforced=true") {
+		t.Errorf("--reset-then-reuse-values lost networkPolicyEnforced=true, set at install: operator args %v", args)
+	}
+}
+
+// chartWithout copies the install chart without the top-level value key (in values.yaml and
+// values.schema.json) and the given files: an older version of the chart that lacked them.
+func chartWithout(t *testing.T, key string, files ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "celld-operator")
+	if err := os.CopyFS(dir, os.DirFS(repo(t, chartDir))); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(read(t, filepath.Join(dir, "values.yaml")), &values); err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(read(t, filepath.Join(dir, "values.schema.json")), &schema); err != nil {
+		t.Fatal(err)
+	}
+	props, _ := schema["properties"].(map[string]any)
+	if _, ok := values[key]; !ok || props[key] == nil {
+		t.Fatalf("the chart has no value %s in values.yaml and values.schema.json; pick another for this test", key)
+	}
+	delete(values, key)
+	delete(props, key)
+	writeYAML(t, filepath.Join(dir, "values.yaml"), values)
+	b, err := json.Marshal(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "values.schema.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
