@@ -232,6 +232,7 @@ func TestChartSchemaRefusesBadValues(t *testing.T) {
 		"pod label redefining the chart":   {"podLabels": map[string]any{"helm.sh/chart": "x"}},
 		"extraEnv redefining the watch":    {"extraEnv": []any{map[string]any{"name": "WATCH_NAMESPACE", "value": "a"}}},
 		"extraEnv without a name":          {"extraEnv": []any{map[string]any{"value": "a"}}},
+		"extraEnv listing a name twice":    {"extraEnv": []any{map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "A", "value": "2"}}},
 		"volume mount without a path":      {"extraVolumeMounts": []any{map[string]any{"name": "tmp"}}},
 		"budget allowing no disruption":    {"podDisruptionBudget": map[string]any{"maxUnavailable": 0}},
 		"budget of 100%":                   {"podDisruptionBudget": map[string]any{"maxUnavailable": "100%"}},
