@@ -37,6 +37,10 @@ type CelldStorageReservation struct {
 // +kubebuilder:validation:Enum="";FleetPreviews
 type ReservationOwnerKind string
 
+// ReservationOwnerFleetPreviews: the reservation is a preview pool, the whole preview bucket
+// of the parent fleet it names, in which each preview fleet reserves its own prefix.
+const ReservationOwnerFleetPreviews ReservationOwnerKind = "FleetPreviews"
+
 // CelldStorageReservationSpec records what the bucket is bound to.
 type CelldStorageReservationSpec struct {
 	// ownerKind is empty for a fleet's own bucket, FleetPreviews for a preview bucket.

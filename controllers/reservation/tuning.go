@@ -116,7 +116,7 @@ func identity(res *v1.CelldStorageReservation, f *v1.CelldFleet) string {
 	case res.DeletionTimestamp != nil:
 		return "the reservation is being deleted"
 	case s.OwnerKind != "":
-		return "the bucket is reserved for " + string(s.OwnerKind)
+		return "the bucket is reserved to " + Holder(res)
 	case f.UID == "":
 		return "the fleet has no UID yet"
 	case s.FleetUID != string(f.UID):
