@@ -112,8 +112,8 @@ func kinds(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstr
 func TestChartDefaults(t *testing.T) {
 	objs := mustRender(t, nil)
 	crds := kinds(objs, "CustomResourceDefinition")
-	if len(crds) != 2 {
-		t.Errorf("the chart renders %d CRDs, want 2", len(crds))
+	if want := len(configCRDs(t)); len(crds) != want {
+		t.Errorf("the chart renders %d CRDs, want the %d of config/crd/bases", len(crds), want)
 	}
 	for _, crd := range crds {
 		if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
@@ -289,10 +289,7 @@ func TestChartRBACEqualsConfig(t *testing.T) {
 // and the CRDs the chart renders from it are those CRDs with only the chart's labels and the
 // keep annotation added.
 func TestChartCRDsEqualConfig(t *testing.T) {
-	want, err := filepath.Glob(repo(t, "config", "crd", "bases", "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := configCRDs(t)
 	got, err := filepath.Glob(repo(t, chartDir, "files", "crds", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -319,6 +316,16 @@ func TestChartCRDsEqualConfig(t *testing.T) {
 	}
 }
 
+// configCRDs lists the CRD files of config/crd/bases, which files/crds copies.
+func configCRDs(t *testing.T) []string {
+	t.Helper()
+	paths, err := filepath.Glob(repo(t, "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases (%v)", err)
+	}
+	return paths
+}
+
 // TestChartHasNoCrdsDirectory: Helm installs a chart's crds/ once and never upgrades it, and
 // CRDs in both crds/ and templates/ collide on install. The CRDs are templates only.
 func TestChartHasNoCrdsDirectory(t *testing.T) {
@@ -337,8 +344,8 @@ func TestChartCRDSwitches(t *testing.T) {
 		t.Errorf("crds.enabled=false still renders %d CRDs", n)
 	}
 	crds := kinds(mustRender(t, map[string]any{"crds": map[string]any{"keep": false}}), "CustomResourceDefinition")
-	if len(crds) != 2 {
-		t.Fatalf("crds.keep=false renders %d CRDs, want 2", len(crds))
+	if want := len(configCRDs(t)); len(crds) != want {
+		t.Fatalf("crds.keep=false renders %d CRDs, want the %d of config/crd/bases", len(crds), want)
 	}
 	for _, crd := range crds {
 		if _, ok := crd.GetAnnotations()["helm.sh/resource-policy"]; ok {
