@@ -1,0 +1,238 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The member rule (invariant a): the operator never takes a second member of a fleet down
+// while one is already down. A member is down when it has served (Ready, Running, not
+// terminating) since it joined the fleet's current count and no longer does; members that never
+// served yet (a scale-out, a re-created fleet) are not down, they are arriving. Members downed
+// by an injected fault are excluded: each open fault entry of the fleet excuses one down
+// member, and a member the scheduler cannot place while a zone is cordoned is excused too.
+// The rest is the operator's doing (its deletes, or the rollouts its writes start).
+
+// memberPod is what the rule reads of one Pod.
+type memberPod struct {
+	name          string
+	ordinal       int // -1 for a Deployment's Pod
+	serving       bool
+	unschedulable bool
+	terminating   bool
+}
+
+// memberState is one fleet's member bookkeeping, fed by the Pod and workload watches.
+type memberState struct {
+	stateful bool
+	desired  int
+	// established: StatefulSet ordinals that served since they entered [0, desired).
+	established map[int]bool
+	// baseline: for a Deployment, how many members served at most since desired last grew.
+	baseline int
+}
+
+func newMemberState(stateful bool) *memberState {
+	return &memberState{stateful: stateful, desired: -1, established: map[int]bool{}}
+}
+
+// setDesired records the workload's spec.replicas.
+func (m *memberState) setDesired(n int, pods []memberPod) {
+	if m.desired >= 0 && n > m.desired && !m.stateful {
+		m.baseline = servingCount(pods, n)
+	}
+	m.desired = n
+	for o := range m.established {
+		if o >= n {
+			delete(m.established, o)
+		}
+	}
+}
+
+// observe folds the current Pods into the bookkeeping and returns the down members' names
+// (for a Deployment, "missing-N" names stand for members not serving).
+func (m *memberState) observe(pods []memberPod) []string {
+	if m.desired < 0 {
+		return nil
+	}
+	if m.stateful {
+		byOrdinal := map[int]memberPod{}
+		for _, p := range pods {
+			if p.ordinal >= 0 && p.ordinal < m.desired {
+				byOrdinal[p.ordinal] = p
+			}
+		}
+		var down []string
+		for o := range m.desired {
+			p, ok := byOrdinal[o]
+			if ok && p.serving {
+				m.established[o] = true
+				continue
+			}
+			if m.established[o] {
+				down = append(down, fmt.Sprint(o))
+			}
+		}
+		sort.Strings(down)
+		return down
+	}
+	serving := servingCount(pods, m.desired)
+	m.baseline = min(max(m.baseline, serving), m.desired)
+	var down []string
+	for i := range m.baseline - serving {
+		down = append(down, fmt.Sprintf("missing-%d", i))
+	}
+	return down
+}
+
+func servingCount(pods []memberPod, desired int) int {
+	n := 0
+	for _, p := range pods {
+		if p.serving {
+			n++
+		}
+	}
+	return min(n, desired)
+}
+
+// operatorDown is how many of the down members no fault excuses.
+func operatorDown(down int, openFaults int, unschedulableInCordon int) int {
+	return max(0, down-openFaults-unschedulableInCordon)
+}
+
+// ordinalOf parses FLEET-N; -1 when the name is not a StatefulSet member's.
+func ordinalOf(fleet, pod string) int {
+	rest, ok := strings.CutPrefix(pod, fleet+"-")
+	if !ok {
+		return -1
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// faultEntry is one injected fault in the fault journal: it excuses one down member of its
+// fleet from injection until it has ended (its closer ran, or its one-shot effect had time to
+// show) and the fleet was whole again.
+type faultEntry struct {
+	seq     int
+	fleet   string // fleet UID
+	key     string // what it hit: a Pod, a node's Pod, the workload
+	started time.Time
+	ended   time.Time // zero: still in force
+	closed  bool
+}
+
+// effectLatency: a one-shot fault's effect (a Pod turning not Ready, a claim turning Lost) is
+// visible within this time of the injection, even on a loaded machine.
+const effectLatency = 5 * time.Second
+
+// openFaults counts the distinct targets of a fleet's entries still in force, and closes the
+// entries that have ended when the fleet has no member down.
+func openFaults(entries []*faultEntry, fleet string, now time.Time, downNow int) int {
+	keys := map[string]bool{}
+	for _, e := range entries {
+		if e.fleet != fleet || e.closed {
+			continue
+		}
+		if !e.ended.IsZero() && now.Sub(e.ended) >= effectLatency && downNow == 0 {
+			e.closed = true
+			continue
+		}
+		keys[e.key] = true
+	}
+	return len(keys)
+}
+
+func TestAStatefulMemberIsDownOnlyOnceItServed(t *testing.T) {
+	m := newMemberState(true)
+	m.setDesired(3, nil)
+	pods := []memberPod{{name: "f-0", ordinal: 0, serving: true}, {name: "f-1", ordinal: 1, serving: true}, {name: "f-2", ordinal: 2}}
+	if down := m.observe(pods); len(down) != 0 {
+		t.Fatalf("a member that never served is arriving, not down: %v", down)
+	}
+	pods[2].serving = true
+	m.observe(pods)
+	pods[1].serving, pods[2].serving = false, false
+	if down := m.observe(pods); len(down) != 2 {
+		t.Fatalf("two members that served and stopped are down, got %v", down)
+	}
+	m.setDesired(2, pods)
+	if down := m.observe(pods[:2]); len(down) != 1 || down[0] != "1" {
+		t.Fatalf("a member removed by scale-in is not down, got %v", down)
+	}
+	m.setDesired(3, pods)
+	if down := m.observe(pods); len(down) != 1 {
+		t.Fatalf("a member added back by scale-out is arriving until it serves, got %v", down)
+	}
+}
+
+func TestADeploymentCountsMembersBelowWhatServedSinceItLastGrew(t *testing.T) {
+	m := newMemberState(false)
+	m.setDesired(3, nil)
+	serving := func(n, total int) []memberPod {
+		var out []memberPod
+		for i := range total {
+			out = append(out, memberPod{name: fmt.Sprint("d-", i), ordinal: -1, serving: i < n})
+		}
+		return out
+	}
+	if down := m.observe(serving(0, 3)); len(down) != 0 {
+		t.Fatalf("a new Deployment is arriving: %v", down)
+	}
+	m.observe(serving(3, 3))
+	if down := m.observe(serving(2, 3)); len(down) != 1 {
+		t.Fatalf("one member stopped serving: want 1 down, got %v", down)
+	}
+	m.observe(serving(3, 3))
+	m.setDesired(4, serving(3, 3))
+	if down := m.observe(serving(3, 4)); len(down) != 0 {
+		t.Fatalf("a scale-out's new member is arriving: %v", down)
+	}
+	m.setDesired(2, serving(3, 4))
+	if down := m.observe(serving(2, 3)); len(down) != 0 {
+		t.Fatalf("a scale-in's removed member is not down: %v", down)
+	}
+}
+
+func TestFaultEntriesExcuseOneMemberEachUntilTheFleetIsWholeAgain(t *testing.T) {
+	t0 := time.Now()
+	entries := []*faultEntry{
+		{fleet: "u", key: "pod:f-0", started: t0, ended: t0},
+		{fleet: "u", key: "pod:f-0", started: t0, ended: t0}, // the same member twice excuses one
+		{fleet: "u", key: "node:n1/f-2", started: t0},
+		{fleet: "other", key: "pod:g-0", started: t0, ended: t0},
+	}
+	if got := openFaults(entries, "u", t0.Add(time.Second), 2); got != 2 {
+		t.Fatalf("want 2 distinct targets in force, got %d", got)
+	}
+	if got := operatorDown(3, 2, 0); got != 1 {
+		t.Fatalf("three down, two excused: want 1 by the operator, got %d", got)
+	}
+	if got := openFaults(entries, "u", t0.Add(effectLatency), 0); got != 1 {
+		t.Fatalf("ended entries close once the fleet is whole, the open node failure stays: got %d", got)
+	}
+	if !entries[0].closed || entries[2].closed {
+		t.Fatalf("wrong entries closed: %+v %+v", entries[0], entries[2])
+	}
+}
+
+func TestParsePathSplitsNamespaceResourceAndName(t *testing.T) {
+	for _, c := range []struct{ path, ns, res, name string }{
+		{"/api/v1/namespaces/n1/pods/f-0", "n1", "pods", "f-0"},
+		{"/apis/apps/v1/namespaces/n1/statefulsets/f/scale", "n1", "statefulsets/scale", "f"},
+		{"/apis/celld.eric.dev/v1alpha1/celldstoragereservations/s3-abc", "", "celldstoragereservations", "s3-abc"},
+		{"/apis/events.k8s.io/v1/namespaces/n1/events", "n1", "events", ""},
+	} {
+		ns, res, name := parsePath(c.path)
+		if ns != c.ns || res != c.res || name != c.name {
+			t.Errorf("parsePath(%s) = %q %q %q, want %q %q %q", c.path, ns, res, name, c.ns, c.res, c.name)
+		}
+	}
+}
