@@ -37,6 +37,12 @@ K8S_BINARIES := $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager
 FUZZTIME ?= 10s
 E2E_PROCS ?= 2
 E2E_TIMEOUT ?= 25m
+# The fault campaign: SEED replays a storm (empty: a random seed, printed at start), DURATION
+# is the storm's length; make test runs CHAOS_SHORT_DURATION of it.
+SEED ?=
+DURATION ?= 10m
+CHAOS_SHORT_DURATION ?= 150s
+CHAOS_TIMEOUT ?= 3h
 
 ##@ Main
 
@@ -50,7 +56,7 @@ run: tools build ## Run the operator on a local cluster with a sample Persistent
 	BIN=$(BIN) tests/run.sh
 
 .PHONY: test
-test: tools verify test-unit test-api test-rbac test-e2e test-fuzz ## Run every test (builds the pinned Kubernetes binaries on first use).
+test: tools verify test-unit test-api test-rbac test-e2e test-chaos-short test-fuzz ## Run every test (builds the pinned Kubernetes binaries on first use).
 
 ##@ Tests
 
@@ -74,6 +80,17 @@ test-rbac: tools ## Least-privilege RBAC (chart and bundle CSV) proven on the lo
 .PHONY: test-e2e
 test-e2e: tools $(GINKGO) build ## Ginkgo e2e suites on the local cluster (parallel namespaces of one cluster).
 	$(GINKGO) -p --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s --label-filter='!scale' ./tests/e2e
+
+.PHONY: test-chaos
+test-chaos: tools build ## Seeded fault campaign on the local cluster with continuous invariants (SEED=N replays, DURATION=10m).
+	go test -count=1 ./tests/chaos/schedule
+	go test -count=1 -skip='^TestCampaign$$' ./tests/chaos
+	CELLD_CHAOS_SEED=$(SEED) CELLD_CHAOS_DURATION=$(DURATION) CELLD_CHAOS_OPERATOR_BINARY=$(BIN)/manager \
+		go test -count=1 -v -timeout=$(CHAOS_TIMEOUT) -run='^TestCampaign$$' ./tests/chaos
+
+.PHONY: test-chaos-short
+test-chaos-short: ## The short fault campaign make test runs (a random seed, CHAOS_SHORT_DURATION of storm: about 5 minutes in all).
+	@$(MAKE) --no-print-directory test-chaos DURATION=$(CHAOS_SHORT_DURATION)
 
 .PHONY: test-fuzz
 test-fuzz: ## Short, bounded fuzzing of the /state parser (FUZZTIME=10m for longer runs).
