@@ -236,3 +236,106 @@ func TestParsePathSplitsNamespaceResourceAndName(t *testing.T) {
 		}
 	}
 }
+
+// watchedFleet is a monitor with one fleet of UID "u1" in namespace ns, as its watch saw it.
+func watchedFleet(paused bool, pausedFor time.Duration) *monitor {
+	m := newMonitor(func() {})
+	m.addFleet("ns", "pf", true, "chaos-secret-abc")
+	f := m.fleets["ns"]
+	f.uid, f.uids["u1"], f.members = "u1", true, newMemberState(true)
+	f.paused, f.pausedAt = paused, time.Now().Add(-pausedFor)
+	return m
+}
+
+func TestTheMonitorRefusesAWorkloadWriteToAFleetPausedLongEnough(t *testing.T) {
+	w := writeRecord{Method: "PUT", Namespace: "ns", Resource: "statefulsets", Name: "pf", Kind: "StatefulSet", Labels: map[string]string{"celld.eric.dev/fleet-uid": "u1"}}
+	early := watchedFleet(true, time.Second)
+	early.onWrite(w)
+	if early.Violation() != "" {
+		t.Fatalf("a write sent within %s of the pause may have been decided before it: %s", pauseSeen, early.Violation())
+	}
+	m := watchedFleet(true, time.Minute)
+	m.onWrite(w)
+	if !strings.Contains(m.Violation(), rulePaused) {
+		t.Fatalf("a workload write to a fleet paused for a minute must fail rule c, got %q", m.Violation())
+	}
+}
+
+func TestTheMonitorRefusesAWriteToAnObjectWithoutTheFleetLabel(t *testing.T) {
+	m := watchedFleet(false, 0)
+	m.onWrite(writeRecord{Method: "PATCH", Namespace: "ns", Resource: "services", Name: "other", Kind: "Service", Labels: map[string]string{"app": "x"}})
+	if !strings.Contains(m.Violation(), ruleOwnership) {
+		t.Fatalf("a write to a foreign Service must fail rule d, got %q", m.Violation())
+	}
+	m = watchedFleet(false, 0)
+	m.onWrite(writeRecord{Method: "DELETE", Resource: "celldstoragereservations", Name: "s3-x"})
+	if !strings.Contains(m.Violation(), ruleOwnership) {
+		t.Fatalf("a reservation delete must fail rule d, got %q", m.Violation())
+	}
+}
+
+func TestTheMonitorRefusesTwoFreshDisksInsideTheAbsorbWindowAndAnUnjustifiedClaimDelete(t *testing.T) {
+	m := watchedFleet(false, 0)
+	now := time.Now()
+	claim := func(name string, at time.Time) writeRecord {
+		return writeRecord{Method: "DELETE", Namespace: "ns", Resource: "persistentvolumeclaims", Name: name, At: at, Kind: "PersistentVolumeClaim", Labels: map[string]string{"celld.eric.dev/fleet-uid": "u1"}}
+	}
+	m.onWrite(claim("data-pf-1", now))
+	m.onWrite(claim("data-pf-2", now.Add(time.Second)))
+	if !strings.Contains(m.Violation(), ruleClaims) {
+		t.Fatalf("two fresh disks a second apart must fail rule b, got %q", m.Violation())
+	}
+	m = watchedFleet(false, 0)
+	m.onWrite(claim("data-pf-1", now.Add(-time.Minute)))
+	m.mu.Lock()
+	m.judgePending()
+	m.mu.Unlock()
+	if !strings.Contains(m.Violation(), "without a MemberDiskLost or MemberReplaced event") {
+		t.Fatalf("a claim delete with no replacement event must fail rule b, got %q", m.Violation())
+	}
+}
+
+func TestTheMonitorFindsASecretValueInALogLine(t *testing.T) {
+	m := watchedFleet(false, 0)
+	m.scanLogLine(`{"msg":"env","value":"chaos-secret-abc"}`)
+	if !strings.Contains(m.Violation(), ruleSecrets) {
+		t.Fatalf("a Secret value in the log must fail rule e, got %q", m.Violation())
+	}
+}
+
+func TestTheMonitorFailsTwoMembersDownByTheOperatorOnlyOnceConfirmed(t *testing.T) {
+	m := watchedFleet(false, 0)
+	f := m.fleets["ns"]
+	f.members.setDesired(3, nil)
+	for i := range 3 {
+		f.pods[fmt.Sprint("pf-", i)] = memberPod{name: fmt.Sprint("pf-", i), ordinal: i, serving: true}
+	}
+	m.judgeMembers(f)
+	f.pods["pf-1"] = memberPod{name: "pf-1", ordinal: 1, terminating: true}
+	f.pods["pf-2"] = memberPod{name: "pf-2", ordinal: 2, terminating: true}
+	m.judgeMembers(f)
+	if m.Violation() != "" {
+		t.Fatalf("two down must last %s before it fails: %s", confirmDown, m.Violation())
+	}
+	f.twoDownAt = time.Now().Add(-confirmDown)
+	m.judgeMembers(f)
+	if !strings.Contains(m.Violation(), ruleMembers) {
+		t.Fatalf("two members down by the operator must fail rule a, got %q", m.Violation())
+	}
+	m = watchedFleet(false, 0)
+	f = m.fleets["ns"]
+	f.members.setDesired(3, nil)
+	for i := range 3 {
+		f.pods[fmt.Sprint("pf-", i)] = memberPod{name: fmt.Sprint("pf-", i), ordinal: i, serving: true}
+	}
+	m.judgeMembers(f)
+	m.addFault(1, "ns", "pod:pf-1", true)
+	f.pods["pf-1"] = memberPod{name: "pf-1", ordinal: 1}
+	f.pods["pf-2"] = memberPod{name: "pf-2", ordinal: 2, terminating: true}
+	m.judgeMembers(f)
+	f.twoDownAt = time.Now().Add(-time.Minute)
+	m.judgeMembers(f)
+	if m.Violation() != "" {
+		t.Fatalf("a member a fault took down is excluded: %s", m.Violation())
+	}
+}
