@@ -630,18 +630,21 @@ func (c *CapacityPolicy) validate(p *field.Path) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(p.Child("mode"), c.Mode, []CapacityMode{CapacityShadow, CapacityScaleOut, CapacityAutomatic, CapacityExternal}))
 	}
+	// the field each rule's CEL fieldPath names, so both report the same path
 	for _, r := range []struct {
-		ok  bool
-		msg string
+		ok    bool
+		field string
+		v     int32
+		msg   string
 	}{
-		{c.MinReplicas <= c.MaxReplicas, MsgCapacityMinMax},
-		{c.CPULowMillicores < c.CPUHighMillicores, MsgCapacityCPU},
-		{c.MemoryLowMiB < c.MemoryHighMiB, MsgCapacityMemory},
-		{c.MinWindowSeconds <= c.MaxWindowSeconds, MsgCapacityWindow},
-		{c.SampleIntervalSeconds <= c.MaxAgeSeconds, MsgCapacitySampling},
+		{c.MinReplicas <= c.MaxReplicas, "minReplicas", c.MinReplicas, MsgCapacityMinMax},
+		{c.CPULowMillicores < c.CPUHighMillicores, "cpuLowMillicores", c.CPULowMillicores, MsgCapacityCPU},
+		{c.MemoryLowMiB < c.MemoryHighMiB, "memoryLowMiB", c.MemoryLowMiB, MsgCapacityMemory},
+		{c.MinWindowSeconds <= c.MaxWindowSeconds, "minWindowSeconds", c.MinWindowSeconds, MsgCapacityWindow},
+		{c.SampleIntervalSeconds <= c.MaxAgeSeconds, "sampleIntervalSeconds", c.SampleIntervalSeconds, MsgCapacitySampling},
 	} {
 		if !r.ok {
-			errs = append(errs, field.Invalid(p, "", r.msg))
+			errs = append(errs, field.Invalid(p.Child(r.field), r.v, r.msg))
 		}
 	}
 	return errs
