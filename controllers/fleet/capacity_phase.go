@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -160,8 +159,10 @@ func (r *Reconciler) recordStep(ctx context.Context, s *scope, from, to int32) {
 		r.metrics.step(s.fleet, to > from)
 	}
 	h := s.history.Record(d, s.now, from, to)
-	if equality.Semantic.DeepEqual(h, s.history) {
-		return
+	before, errBefore := json.Marshal(s.history)
+	after, errAfter := json.Marshal(h)
+	if errBefore == nil && errAfter == nil && string(before) == string(after) {
+		return // what the annotation would hold is what it holds
 	}
 	if err := r.writeHistory(ctx, s, &h); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "the capacity step is taken but its record is lost; the cooldown counts from the previous step",

@@ -46,7 +46,7 @@ func capacityFleet(t *testing.T, admin client.Client, ns, name string, mode v1.C
 		f.Spec.Storage.StorageClassName = nil
 		f.Spec.Capacity = &v1.CapacityPolicy{Mode: mode, MinReplicas: 3, MaxReplicas: 5, ScaleOutStep: 1,
 			SampleIntervalSeconds: 5, MaxAgeSeconds: 20, MinSamples: 2, ScaleOutStabilizationSeconds: 10,
-			ScaleOutCooldownSeconds: 30}
+			ScaleOutCooldownSeconds: 30, RedistributionObservationSeconds: 30}
 	})
 }
 
@@ -156,6 +156,30 @@ func TestScaleOutAddsAMemberAfterTheWindowAndRecordsTheStep(t *testing.T) {
 	}
 	if c := liveFleet(t, admin, f).Status.Capacity; c == nil || c.Reason != capacity.ReasonObservingRedistribution && c.Reason != capacity.ReasonRateLimited {
 		t.Fatalf("the decision must say why it waits (redistribution or cooldown): %+v", c)
+	}
+
+	// Past the cooldown, with the newcomer busy too, the second step goes, is recorded once,
+	// and the fleet stops at maxReplicas 5.
+	reservationWrites.Store(0)
+	for range 4 {
+		sustain(t, r, clock, f, 4)
+	}
+	if n := deploymentReplicas(t, admin, f); n != 5 {
+		t.Fatalf("after the cooldown a second member must be added: replicas %d, status %+v", n, liveFleet(t, admin, f).Status.Capacity)
+	}
+	second, _ := history(t, admin, f)
+	if !second.LastScaleOut.After(h.LastScaleOut.Add(29*time.Second)) || second.Baseline == nil || second.Baseline.From != 4 {
+		t.Fatalf("the second step must be recorded after the first's cooldown: first %s, second %+v", h.LastScaleOut, second)
+	}
+	if n := reservationWrites.Load(); n != 1 {
+		t.Fatalf("the second step must cost exactly one reservation write, got %d", n)
+	}
+	sustain(t, r, clock, f, 5)
+	if n := deploymentReplicas(t, admin, f); n != 5 {
+		t.Fatalf("never above maxReplicas 5: replicas %d", n)
+	}
+	if c := liveFleet(t, admin, f).Status.Capacity; c == nil || c.Reason != capacity.ReasonAtMaximum {
+		t.Fatalf("at maxReplicas under load the decision says AtMaximum: %+v", c)
 	}
 }
 
