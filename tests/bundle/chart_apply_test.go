@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
+
+	"github.com/celld/celld-operator/tests/chart/cases"
 )
 
 // TestChartRendersInstallOnARealAPIServer installs every case's render on a real
@@ -38,22 +40,27 @@ func TestChartRendersInstallOnARealAPIServer(t *testing.T) {
 	c := chartServer.Client(t)
 	installMonitoringCRDs(ctx, t, c)
 	for i, cc := range chartCases() {
-		t.Run(cc.name, func(t *testing.T) {
+		t.Run(cc.Name, func(t *testing.T) {
 			ns := fmt.Sprintf("chart-case-%d", i)
-			for _, n := range append([]string{ns}, cc.namespaces...) {
+			for _, n := range append([]string{ns}, cc.Namespaces...) {
 				createNamespace(ctx, t, c, n)
+			}
+			for _, sa := range cc.ServiceAccounts {
+				if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}); err != nil {
+					t.Fatalf("create the ServiceAccount %s the values name: %v", sa, err)
+				}
 			}
 			chrt, err := loader.Load(cc.dir(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs, err := renderChart(t, chrt, cc.values, ns)
+			objs, err := renderChart(t, chrt, cc.Values, ns)
 			if err != nil {
 				t.Fatalf("render: %v", err)
 			}
 			createAll(ctx, t, c, objs)
 			applyAll(ctx, t, c, objs)
-			if cc.name == "defaults" {
+			if cc.Name == "defaults" {
 				checkUserRolesOnTheServer(ctx, t, c, ns)
 			}
 		})
@@ -211,26 +218,13 @@ func createNamespace(ctx context.Context, t *testing.T, c client.Client, name st
 	}
 }
 
-// installMonitoringCRDs stands in for the Prometheus Operator's CRDs (kinds and groups only,
-// any content), which the metrics case's ServiceMonitor and PrometheusRule need.
+// installMonitoringCRDs stands in for the Prometheus Operator's CRDs, which the metrics case's
+// ServiceMonitor and PrometheusRule need.
 func installMonitoringCRDs(ctx context.Context, t *testing.T, c client.Client) {
 	t.Helper()
-	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
-		plural := map[string]string{"ServiceMonitor": "servicemonitors", "PrometheusRule": "prometheusrules"}[kind]
-		open := true
-		crd := &apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: plural + ".monitoring.coreos.com"},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group: "monitoring.coreos.com",
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: plural},
-				Scope: apiextensionsv1.NamespaceScoped,
-				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Type: "object", XPreserveUnknownFields: &open}}}},
-			},
-		}
+	for _, crd := range cases.MonitoringCRDs() {
 		if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("create the %s stand-in CRD: %v", kind, err)
+			t.Fatalf("create the stand-in CRD %s: %v", crd.Name, err)
 		}
 		waitEstablished(ctx, t, c, crd.Name)
 	}

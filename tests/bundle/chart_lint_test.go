@@ -3,11 +3,13 @@ package bundle
 import (
 	"strings"
 	"testing"
+
+	"github.com/celld/celld-operator/tests/chart/cases"
 )
 
 // lintKubeVersion is the Kubernetes version lint checks the chart against: the control plane
 // the tests run (bin/kube-apiserver).
-const lintKubeVersion = "1.37.2"
+var lintKubeVersion = strings.TrimPrefix(cases.KubeVersion.Version, "v")
 
 // TestChartLintStrict runs `helm lint --strict` (warnings fail) on every install case, and
 // requires that lint can fail: a delay the operator would refuse must fail it through
@@ -17,15 +19,15 @@ const lintKubeVersion = "1.37.2"
 // values file as its own).
 func TestChartLintStrict(t *testing.T) {
 	for _, c := range chartCases() {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.Name, func(t *testing.T) {
 			dir := c.dir(t)
-			args := []string{"lint", "--strict", "--kube-version", lintKubeVersion, "-f", valuesFile(t, c.values)}
+			args := []string{"lint", "--strict", "--kube-version", lintKubeVersion, "-f", valuesFile(t, c.Values)}
 			out, err := runHelm(t, "", append(args, dir)...)
 			if err != nil || !strings.Contains(out, "0 chart(s) failed") {
 				t.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 			short := "memberReplacementDelay=30s"
-			if c.asDependency {
+			if c.AsDependency {
 				short = "celld-operator." + short
 			}
 			out, err = runHelm(t, "", append(args, "--set", short, dir)...)

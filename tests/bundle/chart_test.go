@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 	"strings"
 	"testing"
 
@@ -16,11 +15,11 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
+
+	"github.com/celld/celld-operator/tests/chart/cases"
 )
 
-const chartDir = "helm-charts/celld-operator"
+const chartDir = cases.ChartDir
 
 // releaseNamespace is the namespace the chart tests install into.
 const releaseNamespace = "celld-system"
@@ -43,45 +42,15 @@ func loadChart(t *testing.T) *chart.Chart {
 }
 
 // renderChart renders chrt (the install chart, or a parent holding it as a dependency) into
-// namespace, with dependency conditions processed as helm install does.
+// namespace as helm template does (tests/chart/cases.Manifest).
 func renderChart(t *testing.T, chrt *chart.Chart, vals map[string]any, namespace string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
-		return nil, err
-	}
-	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-	for _, c := range append([]*chart.Chart{chrt}, chrt.Dependencies()...) {
-		if v := c.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
-			t.Fatalf("chart %s's kubeVersion %q refuses Kubernetes %s", c.Name(), v, caps.KubeVersion)
-		}
-	}
-	top, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{Name: "celld-operator", Namespace: namespace, IsInstall: true}, caps)
+	manifest, err := cases.Manifest(chrt, vals, namespace)
 	if err != nil {
 		return nil, err
-	}
-	var e engine.Engine
-	e.Strict = true
-	files, err := e.Render(chrt, top)
-	if err != nil {
-		return nil, err
-	}
-	var manifest strings.Builder
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if strings.HasSuffix(name, "NOTES.txt") || strings.HasPrefix(filepath.Base(name), "_") {
-			continue
-		}
-		manifest.WriteString("---\n")
-		manifest.WriteString(files[name])
-		manifest.WriteString("\n")
 	}
 	path := filepath.Join(t.TempDir(), "rendered.yaml")
-	if err := os.WriteFile(path, []byte(manifest.String()), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return objects(t, path), nil

@@ -19,20 +19,20 @@ import (
 // operator under the parent's condition, and nothing when the parent leaves it disabled.
 func TestChartRendersEveryCase(t *testing.T) {
 	for _, c := range chartCases() {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.Name, func(t *testing.T) {
 			dir := c.dir(t)
 			chrt, err := loader.Load(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			objs, err := renderChart(t, chrt, c.values, releaseNamespace)
+			objs, err := renderChart(t, chrt, c.Values, releaseNamespace)
 			if err != nil {
 				t.Fatalf("render: %v", err)
 			}
 			if n := len(kinds(objs, "Deployment")); n != 1 {
 				t.Errorf("%d operator Deployments rendered, want 1", n)
 			}
-			if !c.asDependency {
+			if !c.AsDependency {
 				return
 			}
 			disabled, err := loader.Load(dir)
