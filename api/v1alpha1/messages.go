@@ -53,4 +53,7 @@ const (
 	MsgEgressExactlyOne             = "egress needs exactly one of cidr or podLabels; keep one"
 	MsgEgressNamespace              = "egress namespace only applies with podLabels; remove namespace or select Pods"
 	MsgEgressCIDR                   = "egress cidr must be a CIDR such as 10.0.0.5/32; fix the address"
+	MsgPreviewFleetRefImmutable     = "spec.fleetRef of a CelldPreview is fixed at creation; create a new preview for another parent"
+	MsgPreviewTTLImmutable          = "spec.ttlSeconds of a CelldPreview is fixed at creation; create a new preview for another lifetime"
+	MsgPreviewSeedImmutable         = "spec.seed of a CelldPreview is fixed at creation, including its presence; create a new preview to seed other objects"
 )

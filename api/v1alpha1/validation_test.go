@@ -89,7 +89,7 @@ func TestValidateUpdateMirrorsEveryTransitionRule(t *testing.T) {
 // message must come from a rule: otherwise the two sides have drifted.
 func TestEveryCELMessageHasAGoMirror(t *testing.T) {
 	var cel []string
-	for _, name := range []string{"celld.eric.dev_celldfleets.yaml", "celld.eric.dev_celldstoragereservations.yaml"} {
+	for _, name := range []string{"celld.eric.dev_celldfleets.yaml", "celld.eric.dev_celldstoragereservations.yaml", "celld.eric.dev_celldpreviews.yaml"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", name))
 		if err != nil {
 			t.Fatal(err)

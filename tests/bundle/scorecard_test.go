@@ -86,8 +86,8 @@ func schemaAt(schema map[string]any, path string) (map[string]any, error) {
 // TestScorecardBasicCheckSpec: every CR in alm-examples has a non-empty spec.
 func TestScorecardBasicCheckSpec(t *testing.T) {
 	ex := examples(t)
-	if len(ex) != 12 {
-		t.Errorf("alm-examples holds %d fleets, want the 12 samples", len(ex))
+	if len(ex) != 13 {
+		t.Errorf("alm-examples holds %d objects, want the 13 samples (12 fleets and a preview)", len(ex))
 	}
 	for _, e := range ex {
 		spec, ok := e["spec"].(map[string]any)
@@ -108,8 +108,16 @@ func TestScorecardOLMCRDs(t *testing.T) {
 			t.Errorf("owned CRD %s has no description", o.Name)
 		}
 	}
-	schema := crdSchema(t, "celldfleets.celld.eric.dev", "v1alpha1")
+	schemas := map[string]map[string]any{}
+	for _, o := range owned(t) {
+		schemas[o.Kind] = crdSchema(t, o.Name, o.Version)
+	}
 	for _, e := range examples(t) {
+		schema, ok := schemas[fmt.Sprint(e["kind"])]
+		if !ok {
+			t.Errorf("example %v: kind %v is not owned by the CSV", e["metadata"], e["kind"])
+			continue
+		}
 		for _, path := range leafPaths("", e["spec"]) {
 			if _, err := schemaAt(schema, "spec."+path); err != nil {
 				t.Errorf("example %v: spec.%s is not in the CRD schema: %v", e["metadata"], path, err)

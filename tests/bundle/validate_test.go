@@ -45,8 +45,8 @@ func TestBundlePassesOperatorFrameworkValidators(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the bundle does not load (run `make bundle`): %v", err)
 	}
-	if b.CSV == nil || len(b.V1CRDs) != 2 {
-		t.Fatalf("the bundle must hold the CSV and both CRDs, got CSV=%v CRDs=%d", b.CSV != nil, len(b.V1CRDs))
+	if b.CSV == nil || len(b.V1CRDs) != 3 {
+		t.Fatalf("the bundle must hold the CSV and the three CRDs, got CSV=%v CRDs=%d", b.CSV != nil, len(b.V1CRDs))
 	}
 	if b.DefaultChannel != "stable" || strings.Join(b.Channels, ",") != "candidate,stable" {
 		t.Errorf("channels from metadata/annotations.yaml: %v default %q, want candidate,stable default stable", b.Channels, b.DefaultChannel)

@@ -135,7 +135,7 @@ func collect(configDir string) (*inputs, error) {
 			in.services = append(in.services, u)
 		case "Configuration":
 			in.scorecard = u
-		case "CelldFleet":
+		case "CelldFleet", "CelldPreview":
 			in.examples = append(in.examples, u)
 		case "ServiceAccount", "ClusterRoleBinding", "RoleBinding", "Namespace", "HorizontalPodAutoscaler":
 			// OLM creates the ServiceAccount and the bindings from the CSV and installs into a
@@ -219,7 +219,7 @@ func scorecardConfig(o Options, base *unstructured.Unstructured) (map[string]any
 	return cfg.Object, nil
 }
 
-// almExamples is the alm-examples annotation: the sample fleets as a JSON array.
+// almExamples is the alm-examples annotation: the sample fleets and previews as a JSON array.
 func almExamples(examples []*unstructured.Unstructured) (string, error) {
 	list := make([]map[string]any, 0, len(examples))
 	for _, e := range examples {
