@@ -56,7 +56,7 @@ run: tools build ## Run the operator on a local cluster with a sample Persistent
 	BIN=$(BIN) tests/run.sh
 
 .PHONY: test
-test: tools verify test-unit test-api test-rbac test-e2e test-chaos-short test-fuzz ## Run every test (builds the pinned Kubernetes binaries on first use).
+test: tools verify test-unit test-api test-rbac test-chart-cluster test-e2e test-chaos-short test-fuzz ## Run every test (builds the pinned Kubernetes binaries on first use).
 
 ##@ Tests
 
@@ -65,9 +65,13 @@ test-unit: tools ## Unit tests, chart goldens and server-side apply tests (envte
 	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... ./tests/gitops/... ./tests/tools/chartdocs/... .
 
 .PHONY: test-chart
-test-chart: tools ## Only the install chart's tests (part of test-unit): schema, README table, helm lint --strict, every value set rendered and applied to a real API server, helm install/upgrade/uninstall.
+test-chart: tools ## Only the install chart's tests (in test-unit and test-chart-cluster): schema, README table, helm lint --strict, every value set installed on a real API server and run on the local cluster, helm install/upgrade/uninstall.
 	go test -count=1 -run '^TestChart' ./tests/bundle/
-	go test -count=1 ./tests/tools/chartdocs/...
+	go test -count=1 ./tests/tools/chartdocs/... ./tests/chart/...
+
+.PHONY: test-chart-cluster
+test-chart-cluster: tools ## Every install value set of the chart running on the local cluster (Pod Security restricted, Pods ready, budgets evaluated).
+	go test -count=1 ./tests/chart/...
 
 .PHONY: test-api
 test-api: tools ## CRD admission, SSA ownership and subresources against a real kube-apiserver.
