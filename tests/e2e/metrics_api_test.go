@@ -46,10 +46,17 @@ var _ = Describe("Metrics API", func() {
 		metrics, err := metricsclient.NewForConfig(framework.Cluster.Config)
 		Expect(err).NotTo(HaveOccurred())
 
-		for _, load := range []struct{ cpu, memory string }{{"300m", "900Mi"}, {"40m", "200Mi"}} {
+		// two loads, then back to the defaults
+		for _, load := range []struct{ cpu, memory string }{{"300m", "900Mi"}, {"40m", "200Mi"}, {"", ""}} {
+			if load.cpu == "" {
+				By("clearing the member's load")
+				Expect(framework.Cluster.Faults.ClearLoad(ctx, ns, pod.Name)).To(Succeed())
+				load.cpu, load.memory = celldsim.DefaultUsageCPU, celldsim.DefaultUsageMemory
+			} else {
+				By(fmt.Sprintf("setting the member's load to cpu=%s memory=%s", load.cpu, load.memory))
+				Expect(framework.Cluster.Faults.SetLoad(ctx, ns, pod.Name, resource.MustParse(load.cpu), resource.MustParse(load.memory))).To(Succeed())
+			}
 			cpu, memory := resource.MustParse(load.cpu), resource.MustParse(load.memory)
-			By(fmt.Sprintf("setting the member's load to cpu=%s memory=%s", load.cpu, load.memory))
-			Expect(framework.Cluster.Faults.SetLoad(ctx, ns, pod.Name, cpu, memory)).To(Succeed())
 
 			framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
 				l := nodeLoad(ctx, g, ip)
