@@ -65,7 +65,7 @@ func apiserverArgs(k *pki, p ports) []string {
 		// servers with front-proxy-client and passes the user in these headers. No
 		// --enable-aggregator-routing: it resolves Endpoints, which cannot hold 127.0.0.1, and
 		// refuses ExternalName Services; the default routing dials an ExternalName Service's
-		// name (see metricsServerObjects)
+		// name (see installMetricsServerAccess)
 		"--requestheader-client-ca-file", k.path("front-proxy-ca.crt"),
 		"--requestheader-allowed-names", frontProxyClientName,
 		"--requestheader-username-headers", "X-Remote-User",
