@@ -437,6 +437,7 @@ func (c *campaign) summary(executed int) {
 	}
 	c.mon.mu.Lock()
 	fmt.Fprintf(&b, "  judgements where the operator had a member down while a fault had another down (allowed, counted): %d\n", c.mon.opDownSeen)
+	fmt.Fprintf(&b, "  claim deletes justified by the operator's log only, no event (see docs/reliability.md): %d\n", c.mon.eventless)
 	c.mon.mu.Unlock()
 	fmt.Print(b.String())
 	_ = os.WriteFile(filepath.Join(c.dir, "summary.txt"), []byte(b.String()+"\n"+strings.Join(c.actionLog(), "\n")+"\n"), 0o644)

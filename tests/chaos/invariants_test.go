@@ -75,6 +75,9 @@ type monitor struct {
 	secrets    map[string]string // value -> namespace
 	pending    []pendingJustification
 	events     []*eventsv1.Event
+	announced  []announcement
+	// eventless counts claim deletes justified by the operator's log only: no event followed.
+	eventless  int
 	checks     map[string]int
 	opDownSeen int // times the operator took a member down while a fault had another down
 	violation  string
@@ -447,12 +450,35 @@ func (m *monitor) scanSecrets(text, where string) {
 	}
 }
 
-// scanLogLine is the operator log's scanner.
+// scanLogLine is the operator log's scanner: secrets, and the replacements its mutation lines
+// announce (the operator's own journal of why it gives a disk up).
 func (m *monitor) scanLogLine(line string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.checks[ruleSecrets]++
 	m.scanSecrets(line, "the operator's log: "+line)
+	if !strings.Contains(line, `"msg":"mutation"`) {
+		return
+	}
+	var mu struct {
+		Fleet  string `json:"fleet"`
+		Object string `json:"object"`
+		Why    string `json:"why"`
+	}
+	if json.Unmarshal([]byte(line), &mu) != nil || !strings.HasPrefix(mu.Object, "Pod/") {
+		return
+	}
+	ns, _, _ := strings.Cut(mu.Fleet, "/")
+	member := strings.TrimPrefix(mu.Object, "Pod/")
+	if strings.Contains(mu.Why, "Replacing member "+member) || strings.Contains(mu.Why, "records claim data-"+member) {
+		m.announced = append(m.announced, announcement{ns: ns, member: member, at: time.Now()})
+	}
+}
+
+// announcement is a replacement the operator logged before deleting the member's Pod.
+type announcement struct {
+	ns, member string
+	at         time.Time
 }
 
 // onWrite judges one write of the operator as the proxy passes it on.
@@ -558,10 +584,20 @@ func (m *monitor) judgePending() {
 				break
 			}
 		}
+		logged := false
+		for _, a := range m.announced {
+			if a.ns == p.ns && a.member == p.member && !a.at.Before(p.at.Add(-justifyWithin)) && !a.at.After(p.at.Add(effectLatency)) {
+				logged = true
+			}
+		}
 		switch {
 		case justified:
+		case time.Since(p.at) > justifyWithin && logged:
+			// The operator logged the replacement before it deleted the Pod, but no event
+			// followed: the pass that deleted the claim died before it told its actions.
+			m.eventless++
 		case time.Since(p.at) > justifyWithin:
-			m.violate(ruleClaims, "the operator deleted claim %s/%s at %s without a MemberDiskLost or MemberReplaced event naming %s within %s",
+			m.violate(ruleClaims, "the operator deleted claim %s/%s at %s without a MemberDiskLost or MemberReplaced event naming %s within %s, and without logging the replacement before it",
 				p.ns, p.claim, p.at.Format("15:04:05.000"), p.member, justifyWithin)
 		default:
 			keep = append(keep, p)

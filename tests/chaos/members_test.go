@@ -293,6 +293,16 @@ func TestTheMonitorRefusesTwoFreshDisksInsideTheAbsorbWindowAndAnUnjustifiedClai
 	if !strings.Contains(m.Violation(), "without a MemberDiskLost or MemberReplaced event") {
 		t.Fatalf("a claim delete with no replacement event must fail rule b, got %q", m.Violation())
 	}
+	m = watchedFleet(false, 0)
+	m.scanLogLine(`{"msg":"mutation","action":"delete","fleet":"ns/pf","object":"Pod/pf-1","why":"Replacing member pf-1: its volume no longer exists"}`)
+	m.announced[0].at = now.Add(-time.Minute - time.Second)
+	m.onWrite(claim("data-pf-1", now.Add(-time.Minute)))
+	m.mu.Lock()
+	m.judgePending()
+	m.mu.Unlock()
+	if m.Violation() != "" || m.eventless != 1 {
+		t.Fatalf("a replacement the operator logged before the claim delete is justified (counted as eventless): %q, %d", m.Violation(), m.eventless)
+	}
 }
 
 func TestTheMonitorFindsASecretValueInALogLine(t *testing.T) {

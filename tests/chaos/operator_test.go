@@ -226,6 +226,7 @@ func (o *operators) StopLeader(ctx context.Context) string {
 	o.mu.Lock()
 	cmd, done := r.cmd, r.done
 	r.cmd = nil
+	delete(o.lastLease, r.id)
 	o.mu.Unlock()
 	if cmd == nil {
 		return "no replica running"
@@ -257,6 +258,8 @@ func (o *operators) kill(ctx context.Context, r *replica, cause string) {
 	cmd := r.cmd
 	r.cmd = nil
 	o.kills++
+	// its lease writes say nothing any more: the restarted process is a candidate
+	delete(o.lastLease, r.id)
 	o.mu.Unlock()
 	if cmd == nil {
 		return
@@ -359,7 +362,8 @@ func (rc recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	rec := writeRecord{Replica: rc.replica, At: time.Now(), Method: req.Method, Path: req.URL.Path, Status: resp.StatusCode}
 	rec.Namespace, rec.Resource, rec.Name = parsePath(req.URL.Path)
 	if strings.HasSuffix(rec.Path, "/leases/"+leaseName) {
-		if resp.StatusCode < 300 {
+		// a killed replica's last renewal may still complete upstream: it holds nothing
+		if resp.StatusCode < 300 && req.Context().Err() == nil {
 			rc.o.mu.Lock()
 			rc.o.lastLease[rc.replica] = rec.At
 			rc.o.mu.Unlock()
