@@ -12,6 +12,7 @@ var unexercisedGrants = map[string]string{
 	"storage.k8s.io/storageclasses:list":             "the informer behind fleet/guards.go's cached StorageClass Get lists when watch-list is not streamed",
 	"celld.eric.dev/celldstoragereservations:update": "fleet/reservation_phase.go updates a reservation it adopts",
 	"core/pods:get":                                  "fleet/healing.go re-reads a replacement's victim Pod",
+	"metrics.k8s.io/pods:list":                       "application/capacity.go lists the PodMetrics of a fleet with spec.capacity; these scenarios set no policy",
 	"core/pods:update":                               "fleet/healing.go adds and clears the replacement-handoff finalizer",
 	"core/pods:patch":                                "fleet/deletion.go releaseHold removes the replacement-handoff finalizer",
 	"core/pods:delete":                               "fleet/healing.go member replacement and force delete of a member stuck terminating",

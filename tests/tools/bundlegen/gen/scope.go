@@ -28,6 +28,7 @@ var builtinNamespaced = map[string]bool{
 	"networking.k8s.io/networkpolicies": true,
 	"networking.k8s.io/ingresses":       true,
 	"policy/poddisruptionbudgets":       true,
+	"metrics.k8s.io/pods":               true,
 	"/namespaces":                       false,
 	"/nodes":                            false,
 	"/persistentvolumes":                false,
