@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -21,9 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
 
+	"github.com/celld/celld-operator/tests/chart/cases"
 	"github.com/celld/celld-operator/tests/tools/bundlegen/gen"
 )
 
@@ -46,7 +45,7 @@ var rbacKinds = map[string]bool{"ServiceAccount": true, "ClusterRole": true, "Cl
 // and keeps the identity and RBAC objects.
 func chartRBAC(t *testing.T, operatorNamespace string, fleetNamespaces ...string) *rbacSource {
 	t.Helper()
-	chrt, err := loader.Load(root + "/helm-charts/celld-operator")
+	chrt, err := loader.Load(filepath.Join(root, cases.ChartDir))
 	if err != nil {
 		t.Fatalf("load the chart: %v", err)
 	}
@@ -54,36 +53,18 @@ func chartRBAC(t *testing.T, operatorNamespace string, fleetNamespaces ...string
 	for i, ns := range fleetNamespaces {
 		nsList[i] = ns
 	}
-	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-	vals, err := chartutil.ToRenderValues(chrt, map[string]any{"fleetNamespaces": nsList, "networkPolicyEnforced": true},
-		chartutil.ReleaseOptions{Name: "celld-operator", Namespace: operatorNamespace, IsInstall: true}, caps)
-	if err != nil {
-		t.Fatalf("chart values: %v", err)
-	}
-	e := engine.Engine{Strict: true}
-	files, err := e.Render(chrt, vals)
+	manifest, err := cases.Manifest(chrt, map[string]any{"fleetNamespaces": nsList, "networkPolicyEnforced": true}, operatorNamespace)
 	if err != nil {
 		t.Fatalf("render the chart: %v", err)
 	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
+	objs, err := decodeAll([]byte(manifest))
+	if err != nil {
+		t.Fatal(err)
 	}
-	sort.Strings(names)
 	src := &rbacSource{name: "chart", operatorNamespace: operatorNamespace, serviceAccount: "celld-operator"}
-	for _, name := range names {
-		if !strings.HasSuffix(name, ".yaml") {
-			continue
-		}
-		objs, err := decodeAll([]byte(files[name]))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		for _, o := range objs {
-			if rbacKinds[o.GetKind()] {
-				src.objects = append(src.objects, o)
-			}
+	for _, o := range objs {
+		if rbacKinds[o.GetKind()] {
+			src.objects = append(src.objects, o)
 		}
 	}
 	return src
