@@ -25,6 +25,10 @@ type intent struct {
 	ClaimName            string    `json:"claimName"`
 	ClaimResourceVersion string    `json:"claimResourceVersion"`
 	Committed            bool      `json:"committed"`
+	// Event and Message are the replacement's Warning event, so a pass that finishes a handoff
+	// an earlier pass committed (the operator stopped in between) tells it too.
+	Event   string `json:"event,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // replace gives a member a fresh disk: hold the Pod, delete it, commit, delete the recorded
@@ -39,6 +43,7 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 		err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		if err == nil {
 			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+claim.Name, d.Message)
+			r.tell(s, d.Event, d.EventMessage)
 		}
 		return err == nil, client.IgnoreNotFound(err)
 	}
@@ -49,7 +54,8 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 	if pod.UID != d.Pod.UID {
 		return false, nil // the member moved on since the decision; decide again next pass
 	}
-	in := intent{FleetUID: s.fleet.UID, ClaimUID: d.Claim.UID, ClaimName: d.Claim.Name, ClaimResourceVersion: d.Claim.ResourceVersion}
+	in := intent{FleetUID: s.fleet.UID, ClaimUID: d.Claim.UID, ClaimName: d.Claim.Name, ClaimResourceVersion: d.Claim.ResourceVersion,
+		Event: d.Event, Message: d.EventMessage}
 	if err := r.hold(ctx, pod, in); err != nil { // resourceVersion-guarded update
 		return false, err
 	}
@@ -59,6 +65,9 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 		return false, fmt.Errorf("delete Pod %s/%s to replace its disk: %w", pod.Namespace, pod.Name, err)
 	}
 	logMutation(ctx, s, "delete", "Pod/"+pod.Name, d.Message+" (the handoff is committed)")
+	// The Pod delete is the commitment: tell it now, not at the end of the pass, which a
+	// crash may never reach. A later pass that finishes the handoff tells it again.
+	r.tell(s, d.Event, d.EventMessage)
 	if r.AfterReplacementPodDelete != nil {
 		r.AfterReplacementPodDelete(pod.Namespace, pod.Name)
 	}
@@ -152,6 +161,9 @@ func (r *Reconciler) resumeReplacements(ctx context.Context, s *scope) (bool, er
 		handled = true
 		in, ok := readIntent(p)
 		if ok && in.Committed && in.FleetUID == s.fleet.UID && !paused(s.fleet) {
+			// an earlier pass committed this replacement and stopped before finishing it: its
+			// event may never have been sent (at least once beats never)
+			r.tell(s, in.Event, in.Message+"; finished by a later pass, after the one that committed it stopped")
 			if err := r.finishReplacement(ctx, s, p); err != nil {
 				return true, err
 			}
@@ -162,6 +174,14 @@ func (r *Reconciler) resumeReplacements(ctx context.Context, s *scope) (bool, er
 		}
 	}
 	return handled, nil
+}
+
+// tell records a replacement's Warning event at once, not with the pass's other events.
+func (r *Reconciler) tell(s *scope, reason, message string) {
+	if r.Recorder == nil || reason == "" {
+		return
+	}
+	r.Recorder.Eventf(s.live, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", message)
 }
 
 func readIntent(p *corev1.Pod) (intent, bool) {

@@ -82,12 +82,8 @@ func (r *Reconciler) act(ctx context.Context, s *scope, d lifecycle.Decision) er
 		}
 		logMutation(ctx, s, "delete", "Pod/"+d.Pod.Name, d.Message)
 	case lifecycle.ReplaceMember:
-		committed, err := r.replace(ctx, s, d)
-		if committed && d.Event != "" {
-			// The Pod delete is the commitment: report it even when a later step of the
-			// handoff fails and the next pass finishes it.
-			s.warn(d.Event, d.EventMessage, nil)
-		}
+		// the Pod (or lone claim) delete commits the replacement; replace tells its event then
+		_, err := r.replace(ctx, s, d)
 		return err
 	}
 	if d.Event != "" {
