@@ -30,6 +30,7 @@ import (
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/controllers/fleet"
+	"github.com/celld/celld-operator/controllers/preview"
 )
 
 // version is set at link time (-X main.version=...).
@@ -146,6 +147,9 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("set up the fleet controller: %w", err)
 	}
+	if err := preview.Setup(mgr, r.Direct, r.Options.MaxConcurrentReconciles); err != nil {
+		return fmt.Errorf("set up the preview controller: %w", err)
+	}
 	observe := application.DefaultOptions()
 	mc, err := metricsclient.NewForConfig(mgr.GetConfig())
 	if err != nil {
@@ -175,6 +179,8 @@ func run(args []string) error {
 var clusterReads = []authorizationv1.ResourceAttributes{
 	{Group: v1.GroupVersion.Group, Resource: "celldfleets", Verb: "list"},
 	{Group: v1.GroupVersion.Group, Resource: "celldfleets", Verb: "watch"},
+	{Group: v1.GroupVersion.Group, Resource: "celldpreviews", Verb: "list"},
+	{Group: v1.GroupVersion.Group, Resource: "celldpreviews", Verb: "watch"},
 	{Group: "storage.k8s.io", Resource: "storageclasses", Verb: "list"},
 	{Group: "storage.k8s.io", Resource: "storageclasses", Verb: "watch"},
 }

@@ -16,14 +16,14 @@ import (
 
 // TestEveryEmittedReasonIsDocumentedAndEveryDocumentedReasonIsEmitted keeps docs/operations.md
 // and the code in step: for each family of reasons (lifecycle conditions, RoutingReady,
-// ApplicationConverged, events), the reasons the code can emit must be exactly the reasons the
+// ApplicationConverged, CelldPreview Ready, events), the reasons the code can emit must be exactly the reasons the
 // document lists. A reason counts as emitted where the code passes, assigns or returns it; a
 // comparison (==, !=, a case) or a map key only reads it.
 func TestEveryEmittedReasonIsDocumentedAndEveryDocumentedReasonIsEmitted(t *testing.T) {
 	values := constants(t, "api/v1alpha1/names.go")
 	emitted := emittedReasons(t, values)
 	documented := documentedReasons(t, "docs/operations.md")
-	for _, family := range []string{"lifecycle", "routing", "application", "events"} {
+	for _, family := range []string{"lifecycle", "routing", "application", "preview", "events"} {
 		got, want := emitted[family], documented[family]
 		for _, r := range got {
 			if !slices.Contains(want, r) {
@@ -67,7 +67,8 @@ func constants(t *testing.T, path string) map[string]string {
 
 // emittedReasons scans the operator's non-test code for v1.Reason* and v1.Event* used in an
 // emitting position, sorted into families: RoutingReady reasons are those passed to
-// routingCondition, ApplicationConverged reasons those of controllers/application, events the
+// routingCondition, ApplicationConverged reasons those of controllers/application, preview
+// reasons those of controllers/preview, events the
 // Event* constants, and lifecycle reasons the rest.
 func emittedReasons(t *testing.T, values map[string]string) map[string][]string {
 	t.Helper()
@@ -117,6 +118,8 @@ func emittedReasons(t *testing.T, values map[string]string) map[string][]string 
 				add("routing", v)
 			case strings.HasPrefix(path, filepath.Join("controllers", "application")):
 				add("application", v)
+			case strings.HasPrefix(path, filepath.Join("controllers", "preview")):
+				add("preview", v)
 			default:
 				add("lifecycle", v)
 			}
@@ -177,6 +180,9 @@ func documentedReasons(t *testing.T, path string) map[string][]string {
 		case strings.HasPrefix(line, "### ApplicationConverged reasons"):
 			section = "application"
 			continue
+		case strings.HasPrefix(line, "### Preview reasons"):
+			section = "preview"
+			continue
 		case strings.HasPrefix(line, "## Events"):
 			section = "events"
 			continue
@@ -186,7 +192,7 @@ func documentedReasons(t *testing.T, path string) map[string][]string {
 		}
 		text := line
 		switch section {
-		case "lifecycle", "events":
+		case "lifecycle", "preview", "events":
 			if strings.HasPrefix(line, "| ") && !strings.HasPrefix(line, "| Reason") {
 				text = strings.SplitN(line, "|", 3)[1] // the first column
 			} else if !strings.HasPrefix(line, "Other condition reasons:") {

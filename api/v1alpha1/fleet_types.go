@@ -196,9 +196,10 @@ type CelldFleetSpec struct {
 	// +optional
 	Mesh *MeshSpec `json:"mesh,omitempty"`
 
-	// previews declares how preview fleets of this fleet are to be made. It may be added once
-	// and is immutable thereafter. This release accepts and validates it only: no preview fleet
-	// is generated and no preview bucket is reserved yet.
+	// previews lets developers create CelldPreviews of this fleet: small preview fleets in a
+	// separate preview bucket, reserved to this fleet's UID by the first preview
+	// (docs/previews.md). It may be added once and is immutable thereafter; adding it restarts
+	// nothing.
 	// +optional
 	Previews *FleetPreviewsSpec `json:"previews,omitempty"`
 }
@@ -262,7 +263,8 @@ type StorageSpec struct {
 	Prefix string `json:"prefix,omitempty"`
 
 	// previewFleetRef names the parent fleet of a preview fleet; it marks this fleet as a
-	// preview fleet and is set together with prefix. The operator does not read the parent.
+	// preview fleet and is set together with prefix. The fleet runs only when its bucket is
+	// the preview pool reserved to that parent (StorageScopeConflict otherwise).
 	// +optional
 	PreviewFleetRef *FleetReference `json:"previewFleetRef,omitempty"`
 

@@ -32,6 +32,16 @@ const (
 	// people reading the object. Drift is judged by content, never by this annotation.
 	AnnotationSpecHash = "celld.eric.dev/spec-hash"
 
+	// LabelPreviewUID on a generated preview fleet is the UID of the CelldPreview it belongs to:
+	// a fleet without it (or with another UID) is never taken for a preview's fleet.
+	LabelPreviewUID = "celld.eric.dev/preview-uid"
+	// AnnotationPreviewFleet on a CelldPreview names the fleet the operator is about to create
+	// (or created) for it, written before the create: a missing fleet is then FleetMissing,
+	// never silently recreated on the same prefix.
+	AnnotationPreviewFleet = "celld.eric.dev/preview-fleet"
+
+	// FinalizerPreviewProtection holds a CelldPreview until its generated fleet is gone.
+	FinalizerPreviewProtection = "celld.eric.dev/preview-protection"
 	// FinalizerLifecycleProtection holds a fleet until its workload and claims are gone.
 	FinalizerLifecycleProtection = "celld.eric.dev/lifecycle-protection"
 	// FinalizerReplacingDisk holds a victim Pod during a replacement handoff.
@@ -110,6 +120,20 @@ const (
 	ReasonMembershipUnavailable = "MembershipUnavailable"
 	ReasonWorkloadUnavailable   = "WorkloadUnavailable"
 	ReasonFleetDeleting         = "FleetDeleting"
+)
+
+// CelldPreview Ready reasons (docs/operations.md, Preview reasons).
+const (
+	ReasonPreviewReady           = "PreviewReady"
+	ReasonFleetPending           = "FleetPending"
+	ReasonFleetBlocked           = "FleetBlocked"
+	ReasonFleetMissing           = "FleetMissing"
+	ReasonParentMissing          = "ParentMissing"
+	ReasonParentDeleting         = "ParentDeleting"
+	ReasonParentInOtherNamespace = "ParentInOtherNamespace"
+	ReasonPreviewsNotEnabled     = "PreviewsNotEnabled"
+	ReasonPreviewExpired         = "Expired"
+	ReasonPreviewDeleting        = "PreviewDeleting"
 )
 
 // Event reasons.

@@ -3,8 +3,7 @@ package v1alpha1
 import "k8s.io/apimachinery/pkg/api/resource"
 
 // FleetPreviewsSpec configures preview fleets of this fleet: cheap, isolated Bucket fleets on a
-// separate preview bucket. This release accepts and validates the shape only; preview fleets
-// are not generated yet.
+// separate preview bucket, one per CelldPreview (docs/previews.md).
 type FleetPreviewsSpec struct {
 	// runtimeImage is the preview fleets' celld image, digest-pinned like spec.runtimeImage.
 	// +kubebuilder:validation:MaxLength=512

@@ -84,8 +84,8 @@ type CelldStorageReservationSpec struct {
 
 // CelldStorageReservationStatus holds the retained preview-seed result.
 type CelldStorageReservationStatus struct {
-	// seed is the result of seeding a preview fleet's prefix. This release generates no
-	// preview fleets and never writes it.
+	// seed is the result of seeding a preview fleet's prefix, written by a trusted external
+	// executor. This release runs no seeds and never writes it.
 	// +optional
 	Seed *SeedResult `json:"seed,omitempty"`
 }

@@ -25,7 +25,9 @@ func Name(bucket, prefix string) string {
 
 // Desired is the reservation a fleet creates: its name and immutable spec, with no owner
 // reference (it must outlive the fleet) and, when it fits, the reserved-tuning record of the
-// fleet as created, so tuning may change from the first reconcile on.
+// fleet as created, so tuning may change from the first reconcile on. A preview fleet gets no
+// record (seed 000): its tuning is generated, restored by the preview reconciler, and stays
+// tied to the reservation's hash.
 func Desired(f *v1.CelldFleet) *v1.CelldStorageReservation {
 	st := &f.Spec.Storage
 	initial := f.DesiredReplicas()
@@ -42,7 +44,7 @@ func Desired(f *v1.CelldFleet) *v1.CelldStorageReservation {
 			SpecHash:        SpecHash(f, initial),
 		},
 	}
-	if rec, err := TuningRecord(f); err == nil {
+	if rec, err := TuningRecord(f); err == nil && !previewFleet(f) {
 		r.Annotations = map[string]string{v1.AnnotationReservedTuning: rec}
 	}
 	return r
@@ -113,4 +115,9 @@ func digest(b []byte) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// previewFleet: f runs in a prefix of a preview pool (storage.previewFleetRef).
+func previewFleet(f *v1.CelldFleet) bool {
+	return f.Spec.Storage.PreviewFleetRef != nil
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -166,5 +168,38 @@ func TestAPrefixFleetRunsOnlyInItsParentsPool(t *testing.T) {
 		if ok || !strings.Contains(why, c.mention) {
 			t.Errorf("%s: want refused mentioning %q, got %v %q", c.name, c.mention, ok, why)
 		}
+	}
+}
+
+// TestAPreviewFleetGetsNoTuningRecord (seed 000): a preview fleet's reservation carries no
+// reserved-tuning record, none is ever written, and a record put there by hand is not trusted:
+// its tuning stays tied to the frozen hash.
+func TestAPreviewFleetGetsNoTuningRecord(t *testing.T) {
+	child := previewChild(previewParent())
+	child.Spec.Execution = &v1.ExecutionSpec{CPURequest: new(resource.MustParse("25m"))}
+	res := Desired(child)
+	if _, ok := res.Annotations[v1.AnnotationReservedTuning]; ok {
+		t.Fatal("a preview fleet's reservation must be created without a tuning record")
+	}
+	if NeedsTuningRecord(res, child) {
+		t.Error("a preview fleet must never get a tuning record")
+	}
+	if ok, why := Matches(res, child); !ok {
+		t.Fatalf("the preview fleet as created matches: %s", why)
+	}
+	rec, err := TuningRecord(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retuned := child.DeepCopy()
+	retuned.Spec.Execution.CPURequest = new(resource.MustParse("2"))
+	forged := res.DeepCopy()
+	forged.Annotations = map[string]string{v1.AnnotationReservedTuning: rec}
+	if ok, _ := Matches(forged, retuned); ok {
+		t.Error("a preview fleet whose tuning changed must not match, even with a record written by hand")
+	}
+	dedicated := fixture()
+	if _, ok := Desired(dedicated).Annotations[v1.AnnotationReservedTuning]; !ok {
+		t.Error("a dedicated fleet still gets its record")
 	}
 }

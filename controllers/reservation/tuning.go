@@ -64,7 +64,9 @@ func Matches(res *v1.CelldStorageReservation, f *v1.CelldFleet) (bool, string) {
 		return true, matched(MatchCurrent, l)
 	}
 	raw, ok := res.Annotations[v1.AnnotationReservedTuning]
-	if !ok {
+	if !ok || previewFleet(f) {
+		// A preview fleet's tuning is never recorded, so a record on its reservation (written
+		// by hand) is not trusted either.
 		return false, "the fleet's storage-relevant spec differs from the one reserved at creation"
 	}
 	t, err := readRecord(raw)
@@ -91,11 +93,12 @@ func matched(reason string, l layout) string {
 // tuning is the creation-time tuning, and the reservation has no record that verifies: none (a
 // reservation written before records existed, or created without one), or an invalid one (not
 // strictly one bounded object, or not reproducing the hash). It never should when the fleet's
-// record does not fit in MaxTuningRecord: such a fleet keeps its tuning fixed. A record that
+// record does not fit in MaxTuningRecord, nor for a preview fleet, whose tuning is never
+// recorded: both keep their tuning fixed. A record that
 // verifies is never rewritten, whatever its spelling, so a settled fleet writes nothing.
 func NeedsTuningRecord(res *v1.CelldStorageReservation, f *v1.CelldFleet) bool {
 	initial, frozen := res.Spec.InitialReplicas, res.Spec.SpecHash
-	if identity(res, f) != "" || frozenLayout(f, initial, frozen) == "" {
+	if previewFleet(f) || identity(res, f) != "" || frozenLayout(f, initial, frozen) == "" {
 		return false
 	}
 	if raw, ok := res.Annotations[v1.AnnotationReservedTuning]; ok {

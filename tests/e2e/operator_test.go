@@ -26,6 +26,7 @@ import (
 	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/fleet"
+	"github.com/celld/celld-operator/controllers/preview"
 	"github.com/celld/celld-operator/tests/e2e/framework"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
@@ -89,6 +90,9 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 	r.Direct = journaled(direct)
 	r.AfterReplacementPodDelete = crashIfArmed
 	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := preview.Setup(mgr, r.Direct, 4); err != nil {
 		return err
 	}
 	// The application observer as in production, but observing each fleet every 2 s instead of

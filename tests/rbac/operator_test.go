@@ -27,6 +27,7 @@ import (
 	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/fleet"
+	"github.com/celld/celld-operator/controllers/preview"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
 
@@ -107,6 +108,9 @@ func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDen
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatalf("SetupWithManager: %v", err)
+	}
+	if err := preview.Setup(mgr, r.Direct, 2); err != nil {
+		t.Fatalf("preview.Setup: %v", err)
 	}
 	// main.go also runs the leader-only /state observer, which reads workloads, ReplicaSets and
 	// Pods and writes status.application.

@@ -90,6 +90,7 @@ func runScenario(t *testing.T, name string) *scenario {
 	op := startOperator(ctx, t, s.src, nil)
 	s.rec = op.rec
 	driveLifecycle(ctx, t, op, fleetNS)
+	drivePreview(ctx, t, op, fleetNS)
 	return s
 }
 

@@ -82,6 +82,10 @@ func TestChartUserRolesAggregateIntoBuiltInRoles(t *testing.T) {
 		{user: "fleet-editor", verb: "watch", resource: "celldfleets"},
 		{user: "fleet-admin", verb: "delete", resource: "celldfleets"},
 		{user: "fleet-admin", verb: "update", resource: "celldfleets", subresource: "scale"},
+		{user: "fleet-viewer", verb: "list", resource: "celldpreviews"},
+		{user: "fleet-viewer", verb: "get", resource: "celldpreviews", subresource: "status"},
+		{user: "fleet-editor", verb: "create", resource: "celldpreviews"},
+		{user: "fleet-editor", verb: "delete", resource: "celldpreviews"},
 	}
 	refusals := []query{
 		{user: "fleet-viewer", verb: "create", resource: "celldfleets"},
@@ -94,6 +98,8 @@ func TestChartUserRolesAggregateIntoBuiltInRoles(t *testing.T) {
 		{user: "fleet-admin", verb: "update", resource: "celldfleets", subresource: "finalizers"},
 		{user: "fleet-admin", verb: "delete", resource: "celldstoragereservations"},
 		{user: "fleet-admin", verb: "update", resource: "celldstoragereservations", subresource: "status"},
+		{user: "fleet-viewer", verb: "create", resource: "celldpreviews"},
+		{user: "fleet-editor", verb: "patch", resource: "celldpreviews", subresource: "status"},
 	}
 	pending := grants
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -9,17 +9,13 @@ import (
 // that code needs on paths these scenarios do not take, each with the code that needs it.
 var unexercisedGrants = map[string]string{
 	"celld.eric.dev/celldfleets:list":                "the manager's informer (For(CelldFleet), the observer's cached List) lists when the API server does not stream watch-list",
+	"celld.eric.dev/celldpreviews:list":              "the manager's informer (For(CelldPreview)) lists when the API server does not stream watch-list",
 	"storage.k8s.io/storageclasses:list":             "the informer behind fleet/guards.go's cached StorageClass Get lists when watch-list is not streamed",
 	"celld.eric.dev/celldstoragereservations:update": "fleet/reservation_phase.go updates a reservation it adopts",
 	"core/pods:get":                                  "fleet/healing.go re-reads a replacement's victim Pod",
 	"metrics.k8s.io/pods:list":                       "application/capacity.go lists the PodMetrics of a fleet with spec.capacity; these scenarios set no policy",
-	"core/pods:update":                               "fleet/healing.go adds and clears the replacement-handoff finalizer",
 	"core/pods:patch":                                "fleet/deletion.go releaseHold removes the replacement-handoff finalizer",
 	"core/pods:delete":                               "fleet/healing.go member replacement and force delete of a member stuck terminating",
-	"apps/deployments:create":                        "the Bucket profile's Deployment, created by server-side apply (fleet/workload_phase.go)",
-	"apps/deployments:patch":                         "the Bucket profile's Deployment, server-side apply (fleet/workload_phase.go)",
-	"apps/deployments:update":                        "fleet/workload_phase.go updates the live Deployment",
-	"apps/deployments:delete":                        "fleet/deletion.go deletes the Bucket profile's Deployment",
 	"gateway.networking.k8s.io/httproutes:get":       "spec.routing with a Gateway: children/apply.go desiredLive asks the API server before creating the route",
 	"networking.k8s.io/ingresses:get":                "spec.routing with an Ingress: children/apply.go desiredLive asks the API server before creating the route",
 	"gateway.networking.k8s.io/httproutes:create":    "spec.routing with a Gateway: server-side apply creates the HTTPRoute",
