@@ -287,7 +287,9 @@ var _ = Describe("Capacity policy", func() {
 		Expect(kube().Create(ctx, hpa)).To(Succeed())
 
 		framework.EventuallyWithin(ctx, capacityWait, func() int32 { return *getFleet(ctx, ns, f.Name).Spec.Replicas }).
-			Should(Equal(int32(4)), func() string { return "the HPA, reading the Metrics API, writes spec.replicas through /scale\n" + hpaDiagnosis(ctx, ns) })
+			Should(Equal(int32(4)), func() string {
+				return "the HPA, reading the Metrics API, writes spec.replicas through /scale\n" + hpaDiagnosis(ctx, ns)
+			})
 		waitFleetReady(ctx, ns, f.Name, 4)
 		Expect(capacityStatus(ctx, ns, f.Name).Reason).To(Equal(capacity.ReasonExternalOwner))
 
