@@ -25,12 +25,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/controllers/fleet"
 	"github.com/celld/celld-operator/controllers/preview"
+	"github.com/celld/celld-operator/internal/opmetrics"
 )
 
 // version is set at link time (-X main.version=...).
@@ -42,7 +43,8 @@ var version = "dev"
 const minReplacementDelay = time.Minute
 
 type options struct {
-	metricsAddr, probeAddr     string
+	metrics                    opmetrics.Serving
+	probeAddr                  string
 	leaderElect, showVersion   bool
 	watchesFile                string
 	storageProvisioners        string
@@ -62,7 +64,9 @@ func main() {
 func parseFlags(args []string) (*options, error) {
 	o := &options{fleet: fleet.DefaultOptions()}
 	fs := flag.NewFlagSet("celld-operator", flag.ContinueOnError)
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (\":8084\"); \"0\" disables it")
+	fs.StringVar(&o.metrics.BindAddress, "metrics-bind-address", "0", "address of the metrics endpoint (\":8084\"); \"0\" disables it")
+	fs.BoolVar(&o.metrics.Secure, "metrics-secure", true, "serve metrics over HTTPS to requests whose bearer token may get /metrics (TokenReview and SubjectAccessReview; the ClusterRole "+opmetrics.ReaderClusterRole+"); false serves plain HTTP to anyone: local runs only, never in a cluster")
+	fs.StringVar(&o.metrics.CertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key for the metrics endpoint (reloaded on change); empty or missing files: a self-signed certificate")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8082", "address of /healthz and /readyz")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect one active operator replica through a Lease in --operator-namespace")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
@@ -133,7 +137,7 @@ func run(args []string) error {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                       opmetrics.ServerOptions(o.metrics),
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              "celld-operator.celld.eric.dev",
@@ -160,6 +164,9 @@ func run(args []string) error {
 	if err := application.Add(mgr, observe, r.Caches); err != nil {
 		return fmt.Errorf("set up the application observer: %w", err)
 	}
+	if err := opmetrics.RegisterBuildInfo(crmetrics.Registry, version); err != nil {
+		return fmt.Errorf("register celld_operator_build_info: %w", err)
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
@@ -170,7 +177,8 @@ func run(args []string) error {
 	log.Info("starting celld-operator", "version", version, "networkPolicyEnforced", o.fleet.NetworkPolicyEnforced,
 		"memberReplacementDelay", o.fleet.MemberReplacementDelay.String(), "operatorNamespace", o.fleet.OperatorNamespace,
 		"resyncPeriod", r.Options.RequeuePeriod.String(), "maxConcurrentReconciles", r.Options.MaxConcurrentReconciles,
-		"watchDependentResources", r.Options.WatchDependentResources)
+		"watchDependentResources", r.Options.WatchDependentResources,
+		"metricsBindAddress", o.metrics.BindAddress, "metricsSecure", o.metrics.Secure)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/celld/celld-operator/internal/opmetrics"
 )
 
 func TestReplacementDelayBelowOneMinuteIsRefusedWithTheReason(t *testing.T) {
@@ -25,9 +27,29 @@ func TestDefaultsComeFromTheSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.fleet.MemberReplacementDelay != 10*time.Minute || o.fleet.NetworkPolicyEnforced || !o.leaderElect ||
-		o.fleet.OperatorServiceAccount != "celld-operator" || o.probeAddr != ":8082" || o.metricsAddr != "0" ||
+		o.fleet.OperatorServiceAccount != "celld-operator" || o.probeAddr != ":8082" || o.metrics.BindAddress != "0" ||
+		!o.metrics.Secure || o.metrics.CertDir != "" ||
 		strings.Join(o.fleet.StorageProvisioners, ",") != "ebs.csi.aws.com" {
 		t.Fatalf("defaults drifted: %+v", o)
+	}
+}
+
+// TestMetricsAreSecureUnlessTurnedOff: HTTPS with authentication and authorization is the
+// default; --metrics-secure=false is the explicit opt-out of local runs.
+func TestMetricsAreSecureUnlessTurnedOff(t *testing.T) {
+	o, err := parseFlags([]string{"--metrics-bind-address=:8084", "--metrics-cert-dir=/certs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts := opmetrics.ServerOptions(o.metrics); !opts.SecureServing || opts.FilterProvider == nil || opts.CertDir != "/certs" || opts.BindAddress != ":8084" {
+		t.Errorf("by default the metrics server must be HTTPS with the authentication and authorization filter: %+v", opts)
+	}
+	o, err = parseFlags([]string{"--metrics-bind-address=127.0.0.1:18084", "--metrics-secure=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts := opmetrics.ServerOptions(o.metrics); opts.SecureServing || opts.FilterProvider != nil {
+		t.Errorf("--metrics-secure=false must serve plain HTTP: %+v", opts)
 	}
 }
 

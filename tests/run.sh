@@ -35,7 +35,7 @@ fi
 
 "$bin/manager" --leader-elect=false --network-policy-enforced \
 	--storage-provisioners=zonal.csi.celld.eric.dev --operator-namespace=celld-system \
-	--member-replacement-delay=1m --health-probe-bind-address=127.0.0.1:0 --metrics-bind-address=127.0.0.1:18084 \
+	--member-replacement-delay=1m --health-probe-bind-address=127.0.0.1:0 --metrics-bind-address=127.0.0.1:18084 --metrics-secure=false \
 	>"$dir/operator.log" 2>&1 &
 pids+=($!)
 echo "run: operator started (log: $dir/operator.log, metrics: http://127.0.0.1:18084/metrics)"

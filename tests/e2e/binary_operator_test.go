@@ -40,7 +40,9 @@ func startBinaryOperator(ctx context.Context, cfg *rest.Config, bin string) erro
 	cmd := exec.Command(bin, "--leader-elect=false", "--network-policy-enforced",
 		"--storage-provisioners="+localcluster.ProvisionerName, "--operator-namespace="+e2eOptions.OperatorNamespace,
 		"--member-replacement-delay=20s", "--unsafe-allow-short-replacement-delay", "--absorb-window=8s", "--termination-margin=5s",
-		"--metrics-bind-address="+binaryMetrics, "--health-probe-bind-address=127.0.0.1:0")
+		// plain HTTP on loopback, so the benchmark reads the counters without a token; a
+		// cluster install keeps the default HTTPS with authentication and authorization
+		"--metrics-bind-address="+binaryMetrics, "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile("operator.log"), logFile("operator.log")
 	if err := cmd.Start(); err != nil {
