@@ -86,8 +86,8 @@ func schemaAt(schema map[string]any, path string) (map[string]any, error) {
 // TestScorecardBasicCheckSpec: every CR in alm-examples has a non-empty spec.
 func TestScorecardBasicCheckSpec(t *testing.T) {
 	ex := examples(t)
-	if len(ex) != 13 {
-		t.Errorf("alm-examples holds %d objects, want the 13 samples (12 fleets and a preview)", len(ex))
+	if len(ex) != 16 {
+		t.Errorf("alm-examples holds %d objects, want the 16 samples (15 fleets and a preview)", len(ex))
 	}
 	for _, e := range ex {
 		spec, ok := e["spec"].(map[string]any)
