@@ -134,6 +134,7 @@ const (
 	ReasonPreviewsNotEnabled     = "PreviewsNotEnabled"
 	ReasonPreviewExpired         = "Expired"
 	ReasonPreviewDeleting        = "PreviewDeleting"
+	ReasonSeedInitializing       = "SeedInitializing"
 )
 
 // Event reasons.

@@ -377,3 +377,23 @@ func TestAPoolNeverTakesABucketSomeoneHolds(t *testing.T) {
 		t.Error("a pool conflict creates no fleet")
 	}
 }
+
+// TestASeededPreviewNeverStartsUnseeded: this release runs no seeds, so a seeded preview
+// creates nothing and waits, Initializing.
+func TestASeededPreviewNeverStartsUnseeded(t *testing.T) {
+	r, _ := newReconciler()
+	ns := namespace(t)
+	createParent(t, ns, "development", ns+"-pool")
+	p := &v1.CelldPreview{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "seeded"},
+		Spec: v1.CelldPreviewSpec{FleetRef: v1.PreviewFleetRef{Name: "development"},
+			Seed: &v1.PreviewSeed{Source: "production", Objects: []v1.SeedObject{{Class: "Cart", ID: "cart-1"}}}}}
+	if err := admin.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r, p)
+	reconcileOnce(t, r, p)
+	expect(t, p, v1.PreviewInitializing, v1.ReasonSeedInitializing, "does not run seeds", "without spec.seed")
+	if len(fleets(t, ns)) != 0 {
+		t.Error("a seeded preview must not start a fleet unseeded")
+	}
+}
