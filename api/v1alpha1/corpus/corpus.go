@@ -176,6 +176,25 @@ func Create() []Case {
 			t.CollectorURL = "http://user:pw@otel:4318"
 			f.Spec.Telemetry = t
 		}, Field: "spec.telemetry.collectorURL"},
+		// Found by tests/admissionfuzz: the CRD's collectorURL pattern admits any host
+		// character but / ? # @ : [ ], while Validate also parses the URL (net/url), which
+		// refuses spaces, control characters, bad % escapes and { } in a host name, so the
+		// reconciler refused an admitted fleet with InvalidConfiguration.
+		{Name: "telemetry URL with a space in the host", Mutate: func(f *v1.CelldFleet) {
+			t := telemetry()
+			t.CollectorURL = "http://otel collector:4318"
+			f.Spec.Telemetry = t
+		}, Field: "spec.telemetry.collectorURL"},
+		{Name: "telemetry URL with a NUL in the host", Mutate: func(f *v1.CelldFleet) {
+			t := telemetry()
+			t.CollectorURL = "http://otel\x00collector:4318"
+			f.Spec.Telemetry = t
+		}, Field: "spec.telemetry.collectorURL"},
+		{Name: "telemetry URL with a bad escape in the host", Mutate: func(f *v1.CelldFleet) {
+			t := telemetry()
+			t.CollectorURL = "http://otel%zz:4318"
+			f.Spec.Telemetry = t
+		}, Field: "spec.telemetry.collectorURL"},
 		{Name: "telemetry port out of range", Mutate: func(f *v1.CelldFleet) {
 			t := telemetry()
 			t.CollectorURL = "http://otel:70000"
