@@ -75,7 +75,7 @@ test-chart-cluster: tools ## Every install value set of the chart running on the
 
 .PHONY: test-api
 test-api: tools ## CRD admission, SSA ownership and subresources against a real kube-apiserver.
-	go test -count=1 ./tests/api/...
+	go test -count=1 ./tests/api/... ./tests/admissionfuzz/...
 
 .PHONY: test-rbac
 test-rbac: tools ## Least-privilege RBAC (chart and bundle CSV) proven on the local cluster.
