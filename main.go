@@ -31,6 +31,7 @@ import (
 	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/controllers/fleet"
 	"github.com/celld/celld-operator/controllers/preview"
+	"github.com/celld/celld-operator/controllers/upgradeable"
 	"github.com/celld/celld-operator/internal/opmetrics"
 )
 
@@ -51,6 +52,7 @@ type options struct {
 	fleet                      fleet.Options
 	allowShortReplacementDelay bool
 	zap                        zap.Options
+	config                     configSettings
 }
 
 func main() {
@@ -60,8 +62,18 @@ func main() {
 	}
 }
 
-// parseFlags reads the command line; it returns an error for a value the operator refuses.
-func parseFlags(args []string) (*options, error) {
+// parseFlags reads the command line and the environment; it returns an error for a value the
+// operator refuses.
+func parseFlags(args []string) (*options, error) { return parseSettings(args, nil) }
+
+// parseSettings reads the command line, the environment and, when cm is not nil, the
+// operator's ConfigMap (config.go): a flag given on the command line wins over the legacy
+// environment variables, which win over the ConfigMap, which wins over the default.
+func parseSettings(args []string, cm *configSource) (*options, error) {
+	return parseWith(args, os.Getenv, cm)
+}
+
+func parseWith(args []string, getenv func(string) string, cm *configSource) (*options, error) {
 	o := &options{fleet: fleet.DefaultOptions()}
 	fs := flag.NewFlagSet("celld-operator", flag.ContinueOnError)
 	fs.StringVar(&o.metrics.BindAddress, "metrics-bind-address", "0", "address of the metrics endpoint (\":8084\"); \"0\" disables it")
@@ -73,7 +85,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.watchesFile, "watches-file", "", "watches.yaml mapping GVKs to charts; empty uses the embedded file")
 	fs.BoolVar(&o.fleet.NetworkPolicyEnforced, "network-policy-enforced", false, "administrator attestation that the cluster's CNI enforces NetworkPolicy; fleets are not provisioned without it")
 	fs.DurationVar(&o.fleet.MemberReplacementDelay, "member-replacement-delay", o.fleet.MemberReplacementDelay, "how long a lone down member waits before it is replaced on a fresh disk (minimum 1m)")
-	fs.StringVar(&o.fleet.OperatorServiceAccount, "operator-service-account", o.fleet.OperatorServiceAccount, "the operator's ServiceAccount, admitted to members' peer port by the mesh policy")
+	fs.StringVar(&o.fleet.OperatorServiceAccount, "operator-service-account", envOr("POD_SERVICE_ACCOUNT", o.fleet.OperatorServiceAccount), "the operator's ServiceAccount (default: POD_SERVICE_ACCOUNT, else celld-operator), admitted to members' peer port by the mesh policy")
 	fs.StringVar(&o.fleet.OperatorNamespace, "operator-namespace", envOr("POD_NAMESPACE", o.fleet.OperatorNamespace), "the operator's namespace: NetworkPolicy peer and leader-election namespace")
 	fs.StringVar(&o.storageProvisioners, "storage-provisioners", strings.Join(o.fleet.StorageProvisioners, ","), "comma-separated CSI provisioners accepted for PersistentFleet StorageClasses")
 	// Test timers: e2e shortens the seed's windows so scenarios run in minutes. Never change
@@ -86,15 +98,19 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.allowShortReplacementDelay, "unsafe-allow-short-replacement-delay", false, "accept --member-replacement-delay below 1m (e2e only)")
 	o.zap = zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	o.zap.BindFlags(fs)
+	o.config.bind(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	if err := o.config.apply(fs, getenv, cm); err != nil {
+		return nil, err
+	}
 	if o.fleet.MemberReplacementDelay < minReplacementDelay && !o.allowShortReplacementDelay {
-		return nil, fmt.Errorf("--member-replacement-delay=%s is below the minimum of %s: a shorter delay replaces members that are only restarting; use at least 1m", o.fleet.MemberReplacementDelay, minReplacementDelay)
+		return nil, fmt.Errorf("%s=%s is below the minimum of %s: a shorter delay replaces members that are only restarting; use at least 1m", o.config.where("member-replacement-delay"), o.fleet.MemberReplacementDelay, minReplacementDelay)
 	}
 	o.fleet.StorageProvisioners = splitList(o.storageProvisioners)
 	if len(o.fleet.StorageProvisioners) == 0 {
-		return nil, errors.New("--storage-provisioners must name at least one CSI provisioner")
+		return nil, fmt.Errorf("%s must name at least one CSI provisioner", o.config.where("storage-provisioners"))
 	}
 	return o, nil
 }
@@ -113,6 +129,10 @@ func run(args []string) error {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
+	restConfig := ctrl.GetConfigOrDie()
+	if o, err = loadConfig(restConfig, args, o, log); err != nil {
+		return err
+	}
 
 	watches, err := loadWatches(o.watchesFile)
 	if err != nil {
@@ -134,7 +154,7 @@ func run(args []string) error {
 		}
 		log.Info("watching namespaces", "namespaces", ns)
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
 		Metrics:                       opmetrics.ServerOptions(o.metrics),
@@ -163,6 +183,13 @@ func run(args []string) error {
 	observe.Capacity, observe.Metrics = r.Capacity.Observed, application.MetricsAPI{Client: mc}
 	if err := application.Add(mgr, observe, r.Caches); err != nil {
 		return fmt.Errorf("set up the application observer: %w", err)
+	}
+	// Under OLM (OPERATOR_CONDITION_NAME set), Upgradeable on the OperatorCondition follows
+	// the fleets; elsewhere nothing is added.
+	if olm, err := upgradeable.Add(mgr, upgradeable.Options{Pods: r.Caches}); err != nil {
+		return fmt.Errorf("set up the OperatorCondition: %w", err)
+	} else if olm {
+		log.Info("under OLM: the OperatorCondition's Upgradeable follows the fleets", "operatorCondition", os.Getenv(upgradeable.EnvConditionName))
 	}
 	if err := opmetrics.RegisterBuildInfo(crmetrics.Registry, version); err != nil {
 		return fmt.Errorf("register celld_operator_build_info: %w", err)
