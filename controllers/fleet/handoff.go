@@ -44,6 +44,7 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 		if err == nil {
 			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+claim.Name, d.Message)
 			r.tell(s, d.Event, d.EventMessage)
+			r.metrics.healed(s.fleet, d)
 		}
 		return err == nil, client.IgnoreNotFound(err)
 	}
@@ -68,6 +69,7 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 	// The Pod delete is the commitment: tell it now, not at the end of the pass, which a
 	// crash may never reach. A later pass that finishes the handoff tells it again.
 	r.tell(s, d.Event, d.EventMessage)
+	r.metrics.healed(s.fleet, d)
 	if r.AfterReplacementPodDelete != nil {
 		r.AfterReplacementPodDelete(pod.Namespace, pod.Name)
 	}

@@ -75,14 +75,17 @@ func (r *Reconciler) act(ctx context.Context, s *scope, d lifecycle.Decision) er
 			return fmt.Errorf("force-delete Pod %s/%s: %w", ns, d.Pod.Name, err)
 		}
 		logMutation(ctx, s, "force delete", "Pod/"+d.Pod.Name, d.Message)
+		r.metrics.healed(s.fleet, d)
 	case lifecycle.DeletePod:
 		uid, rv := d.Pod.UID, d.Pod.ResourceVersion
 		if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete Pod %s/%s: %w", ns, d.Pod.Name, err)
 		}
 		logMutation(ctx, s, "delete", "Pod/"+d.Pod.Name, d.Message)
+		r.metrics.healed(s.fleet, d)
 	case lifecycle.ReplaceMember:
-		// the Pod (or lone claim) delete commits the replacement; replace tells its event then
+		// the Pod (or lone claim) delete commits the replacement; replace tells its event and
+		// counts it then
 		_, err := r.replace(ctx, s, d)
 		return err
 	}

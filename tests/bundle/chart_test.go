@@ -135,6 +135,7 @@ func TestChartFleetNamespacesAndMetrics(t *testing.T) {
 		"podLabels":              map[string]any{"sidecar.istio.io/inject": "true"},
 		"image":                  map[string]any{"repository": "images.example.invalid/celld/celld-operator", "digest": digest},
 		"metrics": map[string]any{"enabled": true, "port": 8084,
+			"certSecret":     "celld-operator-metrics-tls",
 			"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}},
 	})
 	for _, ns := range []string{"fleets-a", "fleets-b"} {
@@ -152,7 +153,7 @@ func TestChartFleetNamespacesAndMetrics(t *testing.T) {
 	rule := one(t, objs, "PrometheusRule", "celld-operator")
 	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
 	text := strings.Join(strings.Fields(fmtYAML(t, groups)), " ")
-	for _, want := range []string{"alert: CelldFleetBlocked", "celld_fleet_blocked_age_seconds) > 900", "severity: warning",
+	for _, want := range []string{"alert: CelldFleetBlocked", "celld_fleet_blocked_since_timestamp_seconds > 0)) > 900", `reason="MaintenancePaused"`, "severity: warning",
 		"alert: CelldFleetUnavailable", "celld_fleet_ready_replicas) == 0", "celld_fleet_applied_replicas) > 0", "severity: critical", "for: 5m"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the PrometheusRule lacks %q", want)
@@ -162,7 +163,7 @@ func TestChartFleetNamespacesAndMetrics(t *testing.T) {
 	checkManagerDeployment(t, d)
 	c := d.Spec.Template.Spec.Containers[0]
 	args := strings.Join(c.Args, " ")
-	for _, want := range []string{"--metrics-bind-address=:8084", "--network-policy-enforced=true", "--member-replacement-delay=15m"} {
+	for _, want := range []string{"--metrics-bind-address=:8084", "--metrics-secure=true", "--metrics-cert-dir=", "--network-policy-enforced=true", "--member-replacement-delay=15m"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("operator args %q lack %s", args, want)
 		}

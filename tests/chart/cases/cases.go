@@ -64,7 +64,8 @@ func All() []Case {
 			"networkPolicyEnforced": true,
 		}},
 		{Name: "metrics", Namespaces: []string{"chart-grafana"}, Values: map[string]any{"metrics": map[string]any{"enabled": true,
-			"serviceMonitor":   map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"},
+				"tlsConfig": map[string]any{"insecureSkipVerify": true}},
 			"prometheusRule":   map[string]any{"enabled": true},
 			"grafanaDashboard": map[string]any{"enabled": true, "namespace": "chart-grafana", "annotations": map[string]any{"grafana_folder": "celld"}}}}},
 		{Name: "customized", ServiceAccounts: []string{"platform-operator"}, Values: map[string]any{

@@ -30,8 +30,12 @@ type inputs struct {
 	deployment                      *unstructured.Unstructured
 	clusterRoles, roles, fleetRoles []*unstructured.Unstructured
 	services                        []*unstructured.Unstructured
-	examples                        []*unstructured.Unstructured
-	scorecard                       *unstructured.Unstructured
+	// readerRoles are ClusterRoles for others (the metrics reader, only nonResourceURLs): not
+	// the operator's rights, so not in the CSV; the bundle ships them as manifests, which OLM
+	// creates as they are.
+	readerRoles []*unstructured.Unstructured
+	examples    []*unstructured.Unstructured
+	scorecard   *unstructured.Unstructured
 }
 
 // Render builds the bundle in memory.
@@ -71,6 +75,11 @@ func Render(o Options) (*Bundle, error) {
 		s := svc.DeepCopy()
 		s.SetNamespace("")
 		if err := b.add(fmt.Sprintf("manifests/%s_v1_service.yaml", s.GetName()), s.Object); err != nil {
+			return nil, err
+		}
+	}
+	for _, role := range in.readerRoles {
+		if err := b.add(fmt.Sprintf("manifests/%s_rbac.authorization.k8s.io_v1_clusterrole.yaml", role.GetName()), role.Object); err != nil {
 			return nil, err
 		}
 	}
@@ -128,6 +137,10 @@ func collect(configDir string) (*inputs, error) {
 			}
 			in.deployment = u
 		case "ClusterRole":
+			if readerRole(u) {
+				in.readerRoles = append(in.readerRoles, u)
+				continue
+			}
 			in.clusterRoles = append(in.clusterRoles, u)
 		case "Role":
 			in.roles = append(in.roles, u)
@@ -168,6 +181,20 @@ func collect(configDir string) (*inputs, error) {
 	}
 	sort.SliceStable(in.crds, func(i, j int) bool { return in.crds[i].GetName() < in.crds[j].GetName() })
 	return in, nil
+}
+
+// readerRole: a ClusterRole whose every rule names only nonResourceURLs (the metrics reader).
+// It is for the identities that read the operator, not the operator's own rights.
+func readerRole(u *unstructured.Unstructured) bool {
+	rs, _, _ := unstructured.NestedSlice(u.Object, "rules")
+	for _, r := range rs {
+		rule, _ := r.(map[string]any)
+		urls, _, _ := unstructured.NestedStringSlice(rule, "nonResourceURLs")
+		if len(urls) == 0 || rule["resources"] != nil || rule["apiGroups"] != nil {
+			return false
+		}
+	}
+	return len(rs) > 0
 }
 
 func annotationsYAML(o Options, openShift string) []byte {
