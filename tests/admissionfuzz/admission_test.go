@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/fleet"
@@ -41,8 +42,8 @@ import (
 //	CELLD_FUZZ_ADMISSION=N         mutations in all (default defaultCount), spread over the samples
 //	CELLD_FUZZ_ADMISSION_SEED=S    the run's seed (default: the clock, printed)
 //	CELLD_FUZZ_ADMISSION_CASE=I    replay only case I of seed S
-//	CELLD_FUZZ_ADMISSION_REAL=K    every K-th admitted case is also created for real and
-//	                               reconciled (default 10)
+//	CELLD_FUZZ_ADMISSION_REAL=K    about one admitted case in K (drawn by the case's seed) is
+//	                               also created for real and reconciled twice (default 10)
 const defaultCount = 2400
 
 // storageClass is the class the PersistentFleet samples name; the reconciled namespace has it,
@@ -50,6 +51,10 @@ const defaultCount = 2400
 const storageClass = "ebs-gp3"
 
 const provisioner = "test.csi.example"
+
+// requestLimit is the API server's limit on a request body (3 MiB): a larger object is refused
+// as too large before admission reads any field.
+const requestLimit = 3 << 20
 
 type sample struct {
 	name string
@@ -77,10 +82,11 @@ func TestRandomMutationsOfEverySample(t *testing.T) {
 	t.Logf("seed %d, %d mutations (replay: CELLD_FUZZ_ADMISSION_SEED=%d CELLD_FUZZ_ADMISSION=%d)", seed, count, seed, count)
 
 	samples := readSamples(t)
-	donors := make([]Object, len(samples))
-	for i, s := range samples {
-		donors[i] = s.obj
+	donors := make([]Object, 0, len(samples))
+	for _, s := range samples {
+		donors = append(donors, s.obj)
 	}
+	donors = append(donors, corpusDonors(t)...)
 	c := server.Client(t)
 	ctx := context.Background()
 	ns := prepareNamespace(t, c)
@@ -118,8 +124,8 @@ func TestRandomMutationsOfEverySample(t *testing.T) {
 	}
 	wg.Wait()
 
-	t.Logf("sent %d: refused %d, admitted %d (%d created for real and reconciled twice); disagreements %d",
-		st.sent.Load(), st.refused.Load(), st.admitted.Load(), st.reconciled.Load(), len(reports))
+	t.Logf("sent %d: refused %d (%d over the request size limit), admitted %d (%d created for real and reconciled twice); disagreements %d",
+		st.sent.Load(), st.refused.Load(), st.tooLarge.Load(), st.admitted.Load(), st.reconciled.Load(), len(reports))
 	t.Logf("refused/admitted by kind of mutation: %s", st.byKind())
 	t.Logf("admitted after Default() changed the server's defaulting: %d", st.defaultDiffers.Load())
 	slices.Sort(reports)
@@ -136,7 +142,7 @@ func TestRandomMutationsOfEverySample(t *testing.T) {
 }
 
 type stats struct {
-	sent, refused, admitted, reconciled, defaultDiffers atomic.Int64
+	sent, refused, admitted, reconciled, defaultDiffers, tooLarge atomic.Int64
 
 	mu sync.Mutex
 	// kinds counts, per kind of mutation, the cases refused and admitted (a case with
@@ -203,6 +209,13 @@ func one(ctx context.Context, t *testing.T, c client.Client, r *fleet.Reconciler
 		switch {
 		case !ok:
 			fail("the API server did not answer: %v; %s", err, where())
+		case apierrors.IsRequestEntityTooLargeError(err):
+			// The API server's request limit (3 MiB) refuses before any field is read: only an
+			// object over it may get this answer.
+			if data, _ := json.Marshal(u.Object); len(data) < requestLimit {
+				fail("refused as too large at %d bytes, under the %d-byte request limit: %v; %s", len(data), requestLimit, err, where())
+			}
+			st.tooLarge.Add(1)
 		case !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err):
 			fail("refused with %s, not as an invalid object: %v; %s", apierrors.ReasonForError(err), err, where())
 		default:
@@ -231,7 +244,9 @@ func one(ctx context.Context, t *testing.T, c client.Client, r *fleet.Reconciler
 		fail("rendering an admitted fleet panicked: %s; %s", p, where())
 		return
 	}
-	if realEvery <= 0 || int(st.admitted.Load())%realEvery != 0 {
+	// about one admitted case in realEvery, drawn from the case's seed so that a replay of one
+	// case does the same
+	if realEvery <= 0 || (caseSeed(seed, i)>>8)%uint64(realEvery) != 0 {
 		return
 	}
 	real := &unstructured.Unstructured{Object: deepCopy(obj).(Object)}
@@ -359,6 +374,30 @@ func prepareNamespace(t *testing.T, c client.Client) string {
 		t.Fatal(err)
 	}
 	return ns.Name
+}
+
+// corpusDonors are the admitted fleets of the admission corpus, as JSON: grafts from them
+// bring fields no sample sets (previews, preview storage, capacity bounds, env sources).
+func corpusDonors(t *testing.T) []Object {
+	t.Helper()
+	var out []Object
+	for _, c := range corpus.Create() {
+		if !c.Accepted() {
+			continue
+		}
+		f := corpus.Persistent()
+		c.Mutate(f)
+		data, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := FromJSON(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // readSamples reads the CelldFleet document of every sample as generic JSON.

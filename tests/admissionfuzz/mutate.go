@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -239,17 +240,69 @@ func del(obj Object, path []segment) {
 	}
 }
 
-// graft copies one top-level spec field of a donor sample onto obj (replacing obj's own).
+// graft copies one field of a donor (a spec field at any depth reached through maps only)
+// onto obj, creating the objects that hold it and replacing obj's own value. Fields whose
+// value obj already has are not drawn.
 func graft(rng *rand.Rand, obj Object, donor Object) (Mutation, bool) {
-	ds, ok1 := donor["spec"].(Object)
-	spec, ok2 := obj["spec"].(Object)
-	if !ok1 || !ok2 || len(ds) == 0 {
+	spec, ok := donor["spec"]
+	if !ok {
 		return Mutation{}, false
 	}
-	keys := sortedKeys(ds)
-	k := keys[rng.IntN(len(keys))]
-	spec[k] = deepCopy(ds[k])
-	return Mutation{Path: "spec." + k, Kind: KindGraft, Key: k}, true
+	var all, fresh []location
+	walk([]segment{"spec"}, spec, &all)
+	for _, l := range all {
+		if len(l.path) < 2 || !keysOnly(l.path) {
+			continue
+		}
+		if cur, ok := lookup(obj, l.path); !ok || !reflect.DeepEqual(cur, l.value) {
+			fresh = append(fresh, l)
+		}
+	}
+	if len(fresh) == 0 {
+		return Mutation{}, false
+	}
+	l := fresh[rng.IntN(len(fresh))]
+	// The mutation is where obj changed: the outermost object the graft had to create (its
+	// other required fields are missing there), else the field itself.
+	changed := l.path
+	cur := obj
+	for i, k := range l.path[:len(l.path)-1] {
+		next, ok := cur[k.(string)].(Object)
+		if !ok {
+			if len(changed) == len(l.path) {
+				changed = l.path[:i+1]
+			}
+			next = Object{}
+			cur[k.(string)] = next
+		}
+		cur = next
+	}
+	cur[lastKey(l.path)] = deepCopy(l.value)
+	return Mutation{Path: FormatPath(changed), Kind: KindGraft, Key: lastKey(changed)}, true
+}
+
+func keysOnly(path []segment) bool {
+	for _, s := range path {
+		if _, ok := s.(string); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// lookup returns the node at a path of map keys, if there is one.
+func lookup(obj Object, path []segment) (any, bool) {
+	var cur any = obj
+	for _, s := range path {
+		m, ok := cur.(Object)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[s.(string)]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
 }
 
 func unknownName(rng *rand.Rand) string {
