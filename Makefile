@@ -129,8 +129,9 @@ $(GINKGO): go.mod
 	go build -o $@ github.com/onsi/ginkgo/v2/ginkgo
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code and the API's typed apply configurations.
 	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) applyconfiguration paths=./api/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRDs (config/crd/bases, install chart), docs/fleet-api.md and the chart README's values table.

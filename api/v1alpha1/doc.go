@@ -8,5 +8,6 @@
 // anything is rendered. A test runs one corpus through both and requires the same verdicts.
 //
 // +kubebuilder:object:generate=true
+// +kubebuilder:ac:generate=true
 // +groupName=celld.eric.dev
 package v1alpha1

@@ -9,13 +9,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	acv1 "github.com/celld/celld-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/ssa"
 )
 
 // unchanged says whether publishing r would only move observedAt, and the published
@@ -50,21 +51,18 @@ func condition(live *v1.CelldFleet, r Result, now time.Time) metav1.Condition {
 // condition, nothing else. The fleet reconciler applies the other conditions under its own
 // field manager; a field absent here is one this manager gives up, so the body must never
 // carry them. The resourceVersion makes the apply conditional on the read it was built from.
-func applyObject(live *v1.CelldFleet, r Result, now time.Time) (*unstructured.Unstructured, error) {
-	app, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&r.Application)
+func applyObject(live *v1.CelldFleet, r Result, now time.Time) (*acv1.CelldFleetApplyConfiguration, error) {
+	app, err := ssa.Into(&r.Application, &acv1.ApplicationStatusApplyConfiguration{})
 	if err != nil {
 		return nil, err
 	}
 	cond := condition(live, r, now)
-	c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cond)
+	c, err := ssa.Into(&cond, &metav1ac.ConditionApplyConfiguration{})
 	if err != nil {
 		return nil, err
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": "CelldFleet",
-		"metadata": map[string]any{"name": live.Name, "namespace": live.Namespace, "resourceVersion": live.ResourceVersion},
-		"status":   map[string]any{"application": app, "conditions": []any{c}},
-	}}, nil
+	return acv1.CelldFleet(live.Name, live.Namespace).WithResourceVersion(live.ResourceVersion).
+		WithStatus(acv1.CelldFleetStatus().WithApplication(app).WithConditions(c)), nil
 }
 
 // conflictBackoff spreads retries over about two seconds: the reconciler writes status at most
@@ -86,11 +84,11 @@ func (o *Observer) publish(ctx context.Context, observed *v1.CelldFleet, r Resul
 		if live.UID != observed.UID {
 			return apierrors.NewNotFound(v1.GroupVersion.WithResource("celldfleets").GroupResource(), observed.Name)
 		}
-		u, err := applyObject(live, r, o.opts.Now())
+		cfg, err := applyObject(live, r, o.opts.Now())
 		if err != nil {
 			return err
 		}
-		return o.Status.Patch(ctx, u, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership)
+		return o.Status.Apply(ctx, cfg, client.FieldOwner(FieldManager), client.ForceOwnership)
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("apply status of %s/%s: %w", observed.Namespace, observed.Name, err)

@@ -64,25 +64,25 @@ func TestTheApplyObjectHoldsOnlyTheObserversFields(t *testing.T) {
 	r := Aggregate(facts(1, node("f-0")))
 	live := publishedFleet(r, t0)
 	live.Status.ObservedGeneration, live.Status.ReadyReplicas = 3, 1
-	u, err := applyObject(live, r, t0)
+	cfg, err := applyObject(live, r, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := u.Object["status"].(map[string]any)
-	if len(status) != 2 || status["application"] == nil || status["conditions"] == nil {
-		t.Fatalf("status keys %v, want exactly application and conditions: any other field would be taken from the reconciler", keys(status))
+	st := cfg.Status
+	if st == nil || st.Application == nil || len(st.Conditions) != 1 {
+		t.Fatalf("status %+v, want application and one condition", st)
 	}
-	conds := status["conditions"].([]any)
-	if len(conds) != 1 || conds[0].(map[string]any)["type"] != v1.ConditionApplicationConverged {
-		t.Fatalf("conditions %v, want only ApplicationConverged", conds)
+	if st.ObservedGeneration != nil || st.ReadyReplicas != nil || st.Capacity != nil || st.Replicas != nil {
+		t.Fatalf("status %+v carries a reconciler field: the observer would take it from the reconciler", st)
 	}
-	if c := conds[0].(map[string]any); c["message"] != Message || c["observedGeneration"] != int64(r.Generation) {
-		t.Errorf("condition %v, want the fixed message and the observation's generation", c)
+	c := st.Conditions[0]
+	if *c.Type != v1.ConditionApplicationConverged || *c.Message != Message || *c.ObservedGeneration != r.Generation {
+		t.Errorf("condition %+v, want only ApplicationConverged with the fixed message and the observation's generation", c)
 	}
 	live.ResourceVersion = "42"
-	u, _ = applyObject(live, r, t0)
-	if md := u.Object["metadata"].(map[string]any); md["resourceVersion"] != "42" {
-		t.Errorf("metadata %v, want the resourceVersion of the read, so the apply is conditional on it", md)
+	cfg, _ = applyObject(live, r, t0)
+	if cfg.ResourceVersion == nil || *cfg.ResourceVersion != "42" {
+		t.Errorf("metadata %+v, want the resourceVersion of the read, so the apply is conditional on it", cfg.ObjectMetaApplyConfiguration)
 	}
 }
 

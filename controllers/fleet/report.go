@@ -10,13 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	acv1 "github.com/celld/celld-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/reservation"
+	"github.com/celld/celld-operator/controllers/ssa"
 )
 
 // LifecycleConditions are the condition types this reconciler owns; the application observer
@@ -190,16 +190,12 @@ func ownedStatus(st v1.CelldFleetStatus) v1.CelldFleetStatus {
 // the observer's test that runs both writers against each other.
 func ApplyStatus(ctx context.Context, c client.Client, live *v1.CelldFleet, st *v1.CelldFleetStatus) error {
 	owned := ownedStatus(*st)
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&owned)
+	status, err := ssa.Into(&owned, &acv1.CelldFleetStatusApplyConfiguration{})
 	if err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1.GroupVersion.String(), "kind": "CelldFleet",
-		"metadata": map[string]any{"name": live.Name, "namespace": live.Namespace},
-		"status":   raw,
-	}}
-	return c.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	return c.Status().Apply(ctx, acv1.CelldFleet(live.Name, live.Namespace).WithStatus(status),
+		client.FieldOwner(FieldOwner), client.ForceOwnership)
 }
 
 // emitActions records the events of what the pass did (self-healing actions, a superseded

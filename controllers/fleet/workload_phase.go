@@ -5,11 +5,14 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/lifecycle"
+	"github.com/celld/celld-operator/controllers/ssa"
 	"github.com/celld/celld-operator/controllers/workload"
 )
 
@@ -205,9 +208,32 @@ func deploymentUpdate(live, desired *appsv1.Deployment) *appsv1.Deployment {
 // create creates a workload by server-side apply, so the operator's field manager owns it
 // from the first write.
 func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object) error {
-	if err := r.Direct.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	cfg, err := applyConfiguration(desired)
+	if err == nil {
+		err = r.Direct.Apply(ctx, cfg, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	}
+	if err != nil {
 		return fmt.Errorf("create %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
 	}
 	logMutation(ctx, s, "create", kindOf(desired)+"/"+desired.GetName(), "the fleet has no workload")
 	return nil
+}
+
+// applyConfiguration is client-go's typed apply configuration of a rendered workload.
+func applyConfiguration(obj client.Object) (runtime.ApplyConfiguration, error) {
+	switch o := obj.(type) {
+	case *appsv1.StatefulSet:
+		cfg, err := ssa.Into(o, &appsv1ac.StatefulSetApplyConfiguration{})
+		if err != nil {
+			return nil, err
+		}
+		return cfg.WithKind("StatefulSet").WithAPIVersion("apps/v1"), nil
+	case *appsv1.Deployment:
+		cfg, err := ssa.Into(o, &appsv1ac.DeploymentApplyConfiguration{})
+		if err != nil {
+			return nil, err
+		}
+		return cfg.WithKind("Deployment").WithAPIVersion("apps/v1"), nil
+	}
+	return nil, fmt.Errorf("no apply configuration for %T", obj)
 }
