@@ -22,12 +22,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/fleet"
 	"github.com/celld/celld-operator/controllers/preview"
+	"github.com/celld/celld-operator/internal/opmetrics"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
 
@@ -59,6 +60,9 @@ type operator struct {
 	done   chan error
 	// expectDenied marks the 403s a test expects (a namespace without the fleet Role).
 	expectDenied func(call) bool
+	// metricsAddr is where the operator serves /metrics, as main.go does by default: HTTPS,
+	// authenticated and authorized through the API server with the operator's identity.
+	metricsAddr string
 }
 
 // startOperator runs the operator as main.go wires it (a cache over src's watch namespaces or
@@ -69,7 +73,8 @@ type operator struct {
 func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDenied func(call) bool) *operator {
 	t.Helper()
 	cfg := serviceAccountConfig(ctx, t, src)
-	op := &operator{src: src, rec: newRecorder(), logs: &syncBuffer{}, done: make(chan error, 1), expectDenied: expectDenied}
+	op := &operator{src: src, rec: newRecorder(), logs: &syncBuffer{}, done: make(chan error, 1), expectDenied: expectDenied,
+		metricsAddr: freeLocalAddr(t)}
 	cfg.Wrap(op.rec.wrap)
 
 	watches, err := children.LoadWatches(os.DirFS(root), "watches.yaml")
@@ -90,7 +95,7 @@ func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDen
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
 		Logger:                        logger,
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		Metrics:                       opmetrics.ServerOptions(opmetrics.Serving{BindAddress: op.metricsAddr, Secure: true}),
 		HealthProbeBindAddress:        "0",
 		LeaderElection:                true,
 		LeaderElectionID:              leaseName,
@@ -101,6 +106,9 @@ func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDen
 	})
 	if err != nil {
 		t.Fatalf("create the manager: %v", err)
+	}
+	if err := opmetrics.RegisterBuildInfo(crmetrics.Registry, "rbac-test"); err != nil {
+		t.Fatal(err)
 	}
 	r, err := fleet.New(mgr, operatorOptions(src), watches)
 	if err != nil {

@@ -89,6 +89,7 @@ func runScenario(t *testing.T, name string) *scenario {
 	}
 	op := startOperator(ctx, t, s.src, nil)
 	s.rec = op.rec
+	checkMetricsEndpoint(ctx, t, op)
 	driveLifecycle(ctx, t, op, fleetNS)
 	drivePreview(ctx, t, op, fleetNS)
 	return s
