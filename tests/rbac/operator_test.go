@@ -13,6 +13,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -76,6 +77,15 @@ func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDen
 	op := &operator{src: src, rec: newRecorder(), logs: &syncBuffer{}, done: make(chan error, 1), expectDenied: expectDenied,
 		metricsAddr: freeLocalAddr(t)}
 	cfg.Wrap(op.rec.wrap)
+	// main.go reads its settings from this ConfigMap by name before it creates the manager
+	// (config.go); the scenarios create none, so the answer is NotFound, and a 403 fails.
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(src.operatorNamespace).Get(ctx, "celld-operator-config", metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("read the operator ConfigMap as main.go does: %v", err)
+	}
 
 	watches, err := children.LoadWatches(os.DirFS(root), "watches.yaml")
 	if err != nil {

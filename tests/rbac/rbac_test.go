@@ -274,7 +274,7 @@ func waitEffective(ctx context.Context, t *testing.T, src *rbacSource) {
 		for _, g := range pending {
 			res, sub, _ := strings.Cut(g.resource, "/")
 			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: g.namespace, Verb: g.verb, Group: g.group, Resource: res, Subresource: sub}}}
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: g.namespace, Verb: g.verb, Group: g.group, Resource: res, Subresource: sub, Name: g.name}}}
 			if err := admin.Create(ctx, sar); err != nil {
 				return false, err
 			}
