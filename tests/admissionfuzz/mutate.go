@@ -430,7 +430,7 @@ func mutateList(rng *rand.Rand, l []any) (string, []any) {
 // hugeList is a list far longer than any the schema allows: copies of an existing item with
 // a numbered suffix when the items are strings (so that they stay distinct), else copies.
 func hugeList(rng *rand.Rand, v any) []any {
-	sizes := []int{7, 17, 33, 65, 101, 129, 1000, 3000}
+	sizes := []int{7, 17, 33, 65, 101, 129, 1000, 2000}
 	n := sizes[rng.IntN(len(sizes))]
 	var item any = "x"
 	if l, ok := v.([]any); ok && len(l) > 0 {

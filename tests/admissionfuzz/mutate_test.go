@@ -108,7 +108,7 @@ func TestHugeListsAndStringsAreHuge(t *testing.T) {
 			}
 		}
 	}
-	if longest < 65537 || largest < 3000*4 {
+	if longest < 65537 || largest < 2000*4 {
 		t.Fatalf("huge values are not huge: longest object with a huge string %d bytes, with a huge list %d", longest, largest)
 	}
 }
