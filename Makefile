@@ -56,7 +56,7 @@ run: tools build ## Run the operator on a local cluster with a sample Persistent
 	BIN=$(BIN) tests/run.sh
 
 .PHONY: test
-test: tools verify test-unit test-api test-rbac test-chart-cluster test-e2e test-chaos-short test-fuzz ## Run every test (builds the pinned Kubernetes binaries on first use).
+test: tools verify test-unit test-api test-rbac test-chart-cluster test-e2e test-chaos-short test-operator-upgrade test-fuzz ## Run every test (builds the pinned Kubernetes binaries on first use).
 
 ##@ Tests
 
@@ -95,6 +95,10 @@ test-chaos: tools build ## Seeded fault campaign on the local cluster with conti
 .PHONY: test-chaos-short
 test-chaos-short: ## The short fault campaign make test runs (a random seed, CHAOS_SHORT_DURATION of storm: about 5 minutes in all).
 	@$(MAKE) --no-print-directory test-chaos DURATION=$(CHAOS_SHORT_DURATION)
+
+.PHONY: test-operator-upgrade
+test-operator-upgrade: tools build ## Upgrade from release 0.1.0 (built once per user and commit) to bin/manager on the local cluster, then roll back, under continuous safety monitors (about 3 minutes).
+	CELLD_UPGRADE_OPERATOR_BINARY=$(BIN)/manager go test -count=1 -v -timeout=15m ./tests/operatorupgrade
 
 .PHONY: test-fuzz
 test-fuzz: ## Short, bounded fuzzing of the /state parser (FUZZTIME=10m for longer runs).
