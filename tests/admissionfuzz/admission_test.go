@@ -245,7 +245,11 @@ func one(ctx context.Context, t *testing.T, c client.Client, r *fleet.Reconciler
 		return
 	}
 	if !equality.Semantic.DeepEqual(f.Spec, local.Spec) {
+		// the reconciler defaults the stored object again: it must find nothing to fill
 		st.defaultDiffers.Add(1)
+		want, _ := json.Marshal(f.Spec)
+		got, _ := json.Marshal(local.Spec)
+		fail("Default() changes what the API server defaulted: stored %s, after Default %s; %s", want, got, where())
 	}
 	if p := render(renderer, local); p != "" {
 		fail("rendering an admitted fleet panicked: %s; %s", p, where())
