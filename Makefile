@@ -145,11 +145,12 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs (config/crd/bases, install cha
 	go run ./tests/tools/chartdocs
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated files are stale, code is not gofmt'ed or go vet complains.
+verify: generate manifests ## Fail when generated files are stale, code is not gofmt'ed, or go vet or staticcheck complains.
 	@stale=$$(git status --porcelain -- api config/crd helm-charts/celld-operator/files/crds helm-charts/celld-operator/README.md docs/fleet-api.md); \
 	if [ -n "$$stale" ]; then echo "generated files are stale; run make generate manifests and commit:"; echo "$$stale"; git --no-pager diff --stat -- api config/crd helm-charts/celld-operator/files/crds helm-charts/celld-operator/README.md docs/fleet-api.md; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
+	go tool staticcheck ./...
 
 ##@ Distribution
 

@@ -177,7 +177,7 @@ func run(args []string) error {
 	observe := application.DefaultOptions()
 	mc, err := metricsclient.NewForConfig(mgr.GetConfig())
 	if err != nil {
-		return fmt.Errorf("Metrics API client: %w", err)
+		return fmt.Errorf("the Metrics API client: %w", err)
 	}
 	// one collection serves both: status.application and the capacity policy's samples
 	observe.Capacity, observe.Metrics = r.Capacity.Observed, application.MetricsAPI{Client: mc}

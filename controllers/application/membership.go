@@ -139,11 +139,6 @@ func notFound(err error, f *v1.CelldFleet, kind string) (inventory, error) {
 	return inventory{}, fmt.Errorf("get %s %s/%s: %w", kind, f.Namespace, f.Name, err)
 }
 
-// statefulSet says which workload kind runs the fleet's members (the reconciler's rule).
-func statefulSet(f *v1.CelldFleet) bool {
-	return f.Spec.Profile == v1.ProfilePersistentFleet || f.Spec.BucketWorkload == v1.BucketWorkloadOrdered
-}
-
 func controllerKind(f *v1.CelldFleet) string {
 	if f.RunsAsStatefulSet() {
 		return "StatefulSet"

@@ -1,7 +1,6 @@
 package application
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -84,15 +83,6 @@ func TestTheApplyObjectHoldsOnlyTheObserversFields(t *testing.T) {
 	if cfg.ResourceVersion == nil || *cfg.ResourceVersion != "42" {
 		t.Errorf("metadata %+v, want the resourceVersion of the read, so the apply is conditional on it", cfg.ObjectMetaApplyConfiguration)
 	}
-}
-
-func keys(m map[string]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func TestDue(t *testing.T) {

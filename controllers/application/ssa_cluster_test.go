@@ -85,7 +85,7 @@ func TestObserverAndReconcilerStatusWritersNeverClobberEachOther(t *testing.T) {
 	owned := map[string]string{}
 	for _, mf := range live.ManagedFields {
 		if mf.Subresource == "status" && mf.FieldsV1 != nil {
-			owned[mf.Manager] = string(mf.FieldsV1.Raw)
+			owned[mf.Manager] = mf.FieldsV1.GetRawString()
 		}
 	}
 	obs, rec := owned[FieldManager], owned[fleet.FieldOwner]

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -264,10 +263,4 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-// prettyJSON is for the report.
-func prettyJSON(v any) string {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return string(b)
 }

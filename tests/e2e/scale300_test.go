@@ -289,7 +289,3 @@ func widenAndAwaitRestore(ctx context.Context, ns, name string) time.Duration {
 		}
 	}
 }
-
-func equalJSON(a, b networkingv1.NetworkPolicySpec) bool {
-	return equality.Semantic.DeepEqual(a, b)
-}

@@ -42,7 +42,7 @@ func installStages(ctx context.Context, dyn dynamic.Interface) error {
 		return err == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("Stage CRD not served: %w", err)
+		return fmt.Errorf("kwok's Stage CRD is not served: %w", err)
 	}
 	files, err := fs.Glob(stageFiles, "stages/*.yaml")
 	if err != nil {

@@ -1,7 +1,8 @@
 //go:build tools
 
-// Package tools pins the libraries and generators the project builds with, so `go mod tidy`
-// keeps the versions of the design card even before every package imports them.
+// Package tools pins the libraries the project builds with, so `go mod tidy` keeps the
+// versions of the design card even before every package imports them. The executables
+// (controller-gen, the ginkgo CLI, staticcheck) are pinned by go.mod's tool directives.
 package tools
 
 import (
@@ -17,7 +18,6 @@ import (
 	_ "k8s.io/client-go/kubernetes"
 	_ "sigs.k8s.io/controller-runtime"
 	_ "sigs.k8s.io/controller-runtime/pkg/envtest"
-	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
 	_ "sigs.k8s.io/gateway-api/apis/v1"
 	_ "sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 )

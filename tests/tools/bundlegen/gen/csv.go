@@ -87,7 +87,7 @@ func buildCSV(o Options, in *inputs) (map[string]any, error) {
 func installDeployment(d *unstructured.Unstructured, image string) (map[string]any, string, error) {
 	spec, ok, err := unstructured.NestedMap(d.Object, "spec")
 	if err != nil || !ok {
-		return nil, "", fmt.Errorf("Deployment %s has no spec", d.GetName())
+		return nil, "", fmt.Errorf("the Deployment %s has no spec", d.GetName())
 	}
 	containers, _, err := unstructured.NestedSlice(spec, "template", "spec", "containers")
 	if err != nil {
@@ -102,14 +102,14 @@ func installDeployment(d *unstructured.Unstructured, image string) (map[string]a
 		}
 	}
 	if !found {
-		return nil, "", fmt.Errorf("Deployment %s has no container %q", d.GetName(), managerContainer)
+		return nil, "", fmt.Errorf("the Deployment %s has no container %q", d.GetName(), managerContainer)
 	}
 	if err := unstructured.SetNestedSlice(spec, containers, "template", "spec", "containers"); err != nil {
 		return nil, "", err
 	}
 	sa, _, _ := unstructured.NestedString(spec, "template", "spec", "serviceAccountName")
 	if sa == "" {
-		return nil, "", fmt.Errorf("Deployment %s names no serviceAccountName", d.GetName())
+		return nil, "", fmt.Errorf("the Deployment %s names no serviceAccountName", d.GetName())
 	}
 	entry := map[string]any{"name": d.GetName(), "spec": spec}
 	if labels := d.GetLabels(); len(labels) > 0 {
