@@ -242,7 +242,9 @@ type StorageSpec struct {
 
 	// storageClassName is the StorageClass of each member's disk: required for PersistentFleet,
 	// forbidden for Bucket. It must use WaitForFirstConsumer binding and reclaim policy Delete.
+	// A StorageClass name: a lower-case DNS subdomain.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
 

@@ -52,9 +52,10 @@ type TelemetrySampler string
 // +kubebuilder:validation:XValidation:rule="!has(self.egress.cidr) || !self.collectorURL.substring(self.collectorURL.indexOf('://') + 3).matches('^([0-9]+[.][0-9]+[.][0-9]+[.][0-9]+([:/]|$)|[[])') || self.collectorURL.substring(self.collectorURL.indexOf('://') + 3) == self.egress.cidr.split('/')[0] || self.collectorURL.substring(self.collectorURL.indexOf('://') + 3).startsWith(self.egress.cidr.split('/')[0] + ':') || self.collectorURL.substring(self.collectorURL.indexOf('://') + 3).startsWith(self.egress.cidr.split('/')[0] + '/') || self.collectorURL.substring(self.collectorURL.indexOf('://') + 3).startsWith('[' + self.egress.cidr.split('/')[0] + ']')",fieldPath=".egress.cidr",reason="FieldValueInvalid",message="spec.telemetry.egress.cidr must be the collectorURL's address when the URL names an IP; make them match"
 type TelemetrySpec struct {
 	// collectorURL is the OTLP collector, http or https, with no credentials, query or
-	// fragment, and a port (if any) from 1 to 65535. The administrator must ensure it resolves to the egress destination.
+	// fragment, and a port (if any) from 1 to 65535. The host is a DNS name (letters, digits,
+	// '.', '-', '_') or a bracketed IPv6 address; the path uses URL characters and %XX escapes. The administrator must ensure it resolves to the egress destination.
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^https?://(\[[0-9a-fA-F:.]+\]|[^/?#@:\[\]]+)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/[^?#]*)?$`
+	// +kubebuilder:validation:Pattern=`^https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?(/([A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*)?$`
 	// +required
 	CollectorURL string `json:"collectorURL"`
 	// egress adds one TCP rule on the URL's port to one IP (cidr /32 or /128) or to labelled

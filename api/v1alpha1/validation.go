@@ -24,14 +24,15 @@ var (
 	reZone         = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$`)
 	reEnvName      = regexp.MustCompile(`^CELLD_[A-Z][A-Z0-9_]*$`)
 	reSecretKey    = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
-	reURL          = regexp.MustCompile(`^https?://[^/?#@]+(/[^?#]*)?$`)
-	reRatio        = regexp.MustCompile(`^(0(\.[0-9]+)?|1(\.0+)?)$`)
-	reExportClass  = regexp.MustCompile(`^[^,\s]+$`)
-	reExportTable  = regexp.MustCompile(`^[^.,\s]+\.[^.,\s]+$`)
-	reBroker       = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?:[0-9]{1,5}$`)
-	reTopic        = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
-	reHostname     = regexp.MustCompile(`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	reDigitsDots   = regexp.MustCompile(`^[0-9.]+$`)
+	// reURL is the CRD's collectorURL pattern without its port ranges (checked after parsing).
+	reURL         = regexp.MustCompile(`^https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(:[0-9]+)?(/([A-Za-z0-9._~!$&'()*+,;=:@/-]|%[0-9A-Fa-f]{2})*)?$`)
+	reRatio       = regexp.MustCompile(`^(0(\.[0-9]+)?|1(\.0+)?)$`)
+	reExportClass = regexp.MustCompile(`^[^,\s]+$`)
+	reExportTable = regexp.MustCompile(`^[^.,\s]+\.[^.,\s]+$`)
+	reBroker      = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?:[0-9]{1,5}$`)
+	reTopic       = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+	reHostname    = regexp.MustCompile(`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	reDigitsDots  = regexp.MustCompile(`^[0-9.]+$`)
 )
 
 // operatorOwnedEnv are the CELLD_ variables the operator renders itself.
@@ -216,6 +217,9 @@ func (s *StorageSpec) validate(p *field.Path) field.ErrorList {
 	}
 	if s.StorageClassName != nil && len(*s.StorageClassName) > 253 {
 		errs = append(errs, field.TooLong(p.Child("storageClassName"), *s.StorageClassName, 253))
+	} else if s.StorageClassName != nil && !reDNSSubdomain.MatchString(*s.StorageClassName) {
+		// a name no StorageClass can have: every read of it fails, which would retry forever
+		errs = append(errs, field.Invalid(p.Child("storageClassName"), *s.StorageClassName, "spec.storage.storageClassName must be a StorageClass name (a lower-case DNS subdomain)"))
 	}
 	if s.SizeGiB != 0 && (s.SizeGiB < 1 || s.SizeGiB > 16384) {
 		errs = append(errs, field.Invalid(p.Child("sizeGiB"), s.SizeGiB, "spec.storage.sizeGiB must be between 1 and 16384"))

@@ -107,6 +107,9 @@ func Create() []Case {
 		{Name: "image without registry", Mutate: func(f *v1.CelldFleet) { f.Spec.RuntimeImage = "celld@sha256:" + strings.Repeat("a", 64) }, Field: "spec.runtimeImage"},
 		{Name: "ordered persistent fleet", Mutate: func(f *v1.CelldFleet) { f.Spec.BucketWorkload = v1.BucketWorkloadOrdered }, Message: v1.MsgOrderedRequiresBucket, Path: "spec.bucketWorkload"},
 		{Name: "persistent fleet without storage class", Mutate: func(f *v1.CelldFleet) { f.Spec.Storage.StorageClassName = nil }, Message: v1.MsgStorageClassRequired, Path: "spec.storage.storageClassName"},
+		// Found by tests/admissionfuzz: a name no StorageClass can have was admitted, and every
+		// reconcile failed reading it and retried forever without a condition.
+		{Name: "storage class name that is not a DNS subdomain", Mutate: func(f *v1.CelldFleet) { f.Spec.Storage.StorageClassName = new("ebs/gp3") }, Field: "spec.storage.storageClassName"},
 		{Name: "bucket fleet with storage class", Mutate: func(f *v1.CelldFleet) { bucket(f); f.Spec.Storage.StorageClassName = new("gp3") }, Message: v1.MsgStorageClassForbidden, Path: "spec.storage.storageClassName"},
 		{Name: "preview prefix on persistent fleet", Mutate: func(f *v1.CelldFleet) {
 			f.Spec.Storage.Prefix = "pr-1"
