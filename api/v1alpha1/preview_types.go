@@ -35,7 +35,7 @@ const (
 // +kubebuilder:resource:scope=Namespaced,shortName=cpv,categories=celld
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,description="When the preview expires (RFC 3339); kubectl shows date columns as ages, which a future time cannot be"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Fleet",type=string,JSONPath=`.status.fleetName`,priority=1,description="The generated CelldFleet of this preview"
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.fleetRef.name`,priority=1,description="The parent fleet whose spec.previews this preview uses"
