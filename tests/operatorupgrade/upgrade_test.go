@@ -492,16 +492,50 @@ type snapshot struct {
 	templates    map[string]corev1.PodTemplateSpec
 	revisions    map[string]string
 	reservations map[string]*unstructured.Unstructured
-	// children: the fleets' Services, NetworkPolicies and PodDisruptionBudgets, kind/ns/name
-	// -> their spec as JSON (labels and annotations included), for the report.
-	children map[string]string
+	// children: the fleets' Services, NetworkPolicies and PodDisruptionBudgets by
+	// kind/ns/name, for the report.
+	children map[string]child
+}
+
+type child struct {
+	labels, annotations map[string]string
+	spec                string // JSON
+}
+
+// changes names what differs between two reads of a child: the label and annotation keys,
+// and the spec.
+func (a child) changes(b child) []string {
+	var out []string
+	for _, m := range []struct {
+		what string
+		x, y map[string]string
+	}{{"label", a.labels, b.labels}, {"annotation", a.annotations, b.annotations}} {
+		for k := range mergeKeys(anyMap(m.x), anyMap(m.y)) {
+			if m.x[k] != m.y[k] {
+				out = append(out, fmt.Sprintf("%s %s %q -> %q", m.what, k, m.x[k], m.y[k]))
+			}
+		}
+	}
+	if a.spec != b.spec {
+		out = append(out, "spec "+a.spec+" -> "+b.spec)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func anyMap(m map[string]string) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 func (h *harness) snapshot(ctx context.Context) *snapshot {
 	h.t.Helper()
 	s := &snapshot{fleets: map[string]*v1.CelldFleet{}, claims: map[string]types.UID{}, pods: map[string]types.UID{},
 		templates: map[string]corev1.PodTemplateSpec{}, revisions: map[string]string{}, reservations: map[string]*unstructured.Unstructured{},
-		children: map[string]string{}}
+		children: map[string]child{}}
 	for _, c := range fleetCases {
 		key := c.ns + "/" + c.name
 		f, err := h.fleet(ctx, c.ns, c.name)
@@ -549,28 +583,28 @@ func (h *harness) snapshot(ctx context.Context) *snapshot {
 }
 
 // children records the namespace's Services, NetworkPolicies and PodDisruptionBudgets.
-func (h *harness) children(ctx context.Context, ns string, into map[string]string) {
+func (h *harness) children(ctx context.Context, ns string, into map[string]child) {
 	h.t.Helper()
 	svcs, err := h.cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	for _, o := range svcs.Items {
-		into["Service/"+ns+"/"+o.Name] = toJSON([]any{o.Labels, o.Annotations, o.Spec})
+		into["Service/"+ns+"/"+o.Name] = child{o.Labels, o.Annotations, toJSON(o.Spec)}
 	}
 	nps, err := h.cs.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	for _, o := range nps.Items {
-		into["NetworkPolicy/"+ns+"/"+o.Name] = toJSON([]any{o.Labels, o.Annotations, o.Spec})
+		into["NetworkPolicy/"+ns+"/"+o.Name] = child{o.Labels, o.Annotations, toJSON(o.Spec)}
 	}
 	pdbs, err := h.cs.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	for _, o := range pdbs.Items {
-		into["PodDisruptionBudget/"+ns+"/"+o.Name] = toJSON([]any{o.Labels, o.Annotations, o.Spec})
+		into["PodDisruptionBudget/"+ns+"/"+o.Name] = child{o.Labels, o.Annotations, toJSON(o.Spec)}
 	}
 }
 
@@ -681,8 +715,8 @@ func (h *harness) judgePhase(phase string, a, b *snapshot, op *operator, leaseAt
 		switch n, ok := b.children[k]; {
 		case !ok:
 			t.Errorf("%s: %s is gone", phase, k)
-		case n != v:
-			childChanges = append(childChanges, k+": "+v+" -> "+n)
+		case len(v.changes(n)) > 0:
+			childChanges = append(childChanges, k+": "+strings.Join(v.changes(n), "; "))
 		}
 	}
 	for k := range b.children {
