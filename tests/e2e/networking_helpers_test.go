@@ -311,7 +311,9 @@ func rollAll(ctx context.Context, ns, name string, n int, before map[int]types.U
 			if !ok || !framework.IsReady(&p) || p.DeletionTimestamp != nil {
 				down++
 			}
-			if !containsInt(replaced, i) && p.UID != before[i] {
+			// a member counts as replaced once its new Pod exists: a deleted one not yet recreated
+		// (no Pod, zero UID) has not been replaced yet
+		if ok && !containsInt(replaced, i) && p.UID != before[i] {
 				replaced = append(replaced, i)
 			}
 		}

@@ -184,10 +184,18 @@ var _ = Describe("PersistentFleet lifecycle", func() {
 		framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
 			g.Expect(condition(ctx, ns, name, v1.ConditionMaintenancePaused)).To(Equal("True/" + v1.ReasonMaintenancePaused))
 		}).Should(Succeed())
-		rv := statefulSetOf(ctx, ns, name).ResourceVersion
+		// The StatefulSet controller keeps writing the StatefulSet's status, so its
+		// resourceVersion proves nothing; its generation moves with any spec write, and the
+		// journal has every write of the operator's. Once the fleet has observed the change,
+		// a write the pass would make has been made.
+		since, generation := time.Now(), statefulSetOf(ctx, ns, name).Generation
 		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"paused":true,"restartToken":"while-paused"}}}`)
-		Consistently(ctx, func() string { return statefulSetOf(ctx, ns, name).ResourceVersion }).
-			WithTimeout(4*time.Second).WithPolling(500*time.Millisecond).Should(Equal(rv), "a paused fleet's workload was written")
+		framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
+			f := getFleet(ctx, ns, name)
+			g.Expect(f.Status.ObservedGeneration).To(Equal(f.Generation), "the paused fleet observed the restart request")
+		}).Should(Succeed())
+		Expect(workloadWrites(ns, since)).To(BeEmpty(), "a paused fleet's workload was written")
+		Expect(statefulSetOf(ctx, ns, name).Generation).To(Equal(generation), "a paused fleet's workload spec changed")
 
 		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"paused":false}}}`)
 		framework.EventuallyWithin(ctx, framework.Short, func(g Gomega) {
