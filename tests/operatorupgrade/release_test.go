@@ -166,3 +166,29 @@ func currentRelease(t *testing.T) release {
 	}
 	return release{Version: "current", Binary: bin, CRDs: crds}
 }
+
+// A clone without the tag (tags are not pushed) resolves the pinned commit, and the tag once
+// it is there.
+func TestPreviousReleaseResolution(t *testing.T) {
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	if out, err := exec.Command("git", "clone", "--quiet", "--no-tags", "--shared", "--no-checkout", root, clone).CombinedOutput(); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	if _, err := git(clone, "rev-parse", "--verify", "--quiet", previousTag); err == nil {
+		t.Fatalf("the clone has tag %s; the test needs a clone without it", previousTag)
+	}
+	commit, how := resolvePrevious(t, clone)
+	if commit != previousCommit || !strings.Contains(how, "pinned commit") {
+		t.Fatalf("without the tag: %s (%s), want the pinned commit %s", commit, how, previousCommit)
+	}
+	if out, err := exec.Command("git", "-C", clone, "tag", "-a", previousTag, "-m", "release", previousCommit).CombinedOutput(); err != nil {
+		t.Fatalf("tag: %v\n%s", err, out)
+	}
+	if commit, how = resolvePrevious(t, clone); commit != previousCommit || how != "tag "+previousTag {
+		t.Fatalf("with the tag: %s (%s)", commit, how)
+	}
+}
