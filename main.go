@@ -163,6 +163,12 @@ func run(args []string) error {
 		LeaderElectionID:              "celld-operator.celld.eric.dev",
 		LeaderElectionNamespace:       o.fleet.OperatorNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		// A standby tries every 0.5–1.1 s (client-go adds up to 120 % jitter), so a released
+		// Lease is taken in about a second; the lease duration (15 s) and renew deadline (10 s)
+		// keep controller-runtime's defaults (docs/operations.md, High availability).
+		LeaseDuration: new(15 * time.Second),
+		RenewDeadline: new(10 * time.Second),
+		RetryPeriod:   new(500 * time.Millisecond),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
