@@ -13,6 +13,7 @@ type StorageSpecApplyConfiguration struct {
 	Region *string `json:"region,omitempty"`
 	// storageClassName is the StorageClass of each member's disk: required for PersistentFleet,
 	// forbidden for Bucket. It must use WaitForFirstConsumer binding and reclaim policy Delete.
+	// A StorageClass name: a lower-case DNS subdomain.
 	StorageClassName *string `json:"storageClassName,omitempty"`
 	// sizeGiB is the disk size: the claim size for PersistentFleet, the emptyDir limit for
 	// Bucket. 1 to 16384.

@@ -12,7 +12,8 @@ import (
 // TelemetrySpec enables OTLP export from celld to one collector.
 type TelemetrySpecApplyConfiguration struct {
 	// collectorURL is the OTLP collector, http or https, with no credentials, query or
-	// fragment, and a port (if any) from 1 to 65535. The administrator must ensure it resolves to the egress destination.
+	// fragment, and a port (if any) from 1 to 65535. The host is a DNS name (letters, digits,
+	// '.', '-', '_') or a bracketed IPv6 address; the path uses URL characters and %XX escapes. The administrator must ensure it resolves to the egress destination.
 	CollectorURL *string `json:"collectorURL,omitempty"`
 	// egress adds one TCP rule on the URL's port to one IP (cidr /32 or /128) or to labelled
 	// collector Pods.
