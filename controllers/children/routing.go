@@ -2,13 +2,15 @@ package children
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 )
@@ -149,54 +151,48 @@ func RoutingStatus(ctx context.Context, c client.Client, f *v1.CelldFleet) metav
 	return httpRouteStatus(f, u)
 }
 
+// ingressStatus reads the Ingress through its typed API.
 func ingressStatus(f *v1.CelldFleet, u *unstructured.Unstructured) metav1.Condition {
-	lbs, _, _ := unstructured.NestedSlice(u.Object, "status", "loadBalancer", "ingress")
-	for _, lb := range lbs {
-		m, _ := lb.(map[string]any)
-		for _, field := range []string{"ip", "hostname"} {
-			if addr, _ := m[field].(string); addr != "" {
+	ing := &networkingv1.Ingress{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ing); err != nil {
+		return routingCondition(f, metav1.ConditionUnknown, v1.ReasonRoutingError,
+			fmt.Sprintf("Ingress %s/%s cannot be read as networking.k8s.io/v1: %v", u.GetNamespace(), u.GetName(), err))
+	}
+	for _, lb := range ing.Status.LoadBalancer.Ingress {
+		for _, addr := range []string{lb.IP, lb.Hostname} {
+			if addr != "" {
 				return routingCondition(f, metav1.ConditionTrue, v1.ReasonAddressAssigned,
-					fmt.Sprintf("Ingress %s/%s has address %s; this does not prove DNS, TLS or application connectivity", u.GetNamespace(), u.GetName(), addr))
+					fmt.Sprintf("Ingress %s/%s has address %s; this does not prove DNS, TLS or application connectivity", ing.Namespace, ing.Name, addr))
 			}
 		}
 	}
 	return routingCondition(f, metav1.ConditionUnknown, v1.ReasonAwaitingAddress,
-		fmt.Sprintf("Ingress %s/%s has no address yet; controllers that never publish one keep this Unknown", u.GetNamespace(), u.GetName()))
+		fmt.Sprintf("Ingress %s/%s has no address yet; controllers that never publish one keep this Unknown", ing.Namespace, ing.Name))
 }
 
-// routeParentStatus is the part of HTTPRoute status.parents[] this package reads.
-type routeParentStatus struct {
-	ParentRef struct {
-		Group       *string `json:"group"`
-		Kind        *string `json:"kind"`
-		Namespace   *string `json:"namespace"`
-		Name        string  `json:"name"`
-		SectionName *string `json:"sectionName"`
-	} `json:"parentRef"`
-	Conditions []metav1.Condition `json:"conditions"`
-}
-
+// httpRouteStatus reads the HTTPRoute through the Gateway API's typed API: the parent status of
+// the fleet's Gateway, for the route's current generation.
 func httpRouteStatus(f *v1.CelldFleet, u *unstructured.Unstructured) metav1.Condition {
 	gw := f.Spec.Routing.Gateway
 	wantNS := gw.Namespace
 	if wantNS == "" {
 		wantNS = f.Namespace
 	}
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
 	id := fmt.Sprintf("HTTPRoute %s/%s", u.GetNamespace(), u.GetName())
-	for _, p := range raw {
-		var ps routeParentStatus
-		if b, err := json.Marshal(p); err != nil || json.Unmarshal(b, &ps) != nil {
-			continue
-		}
+	route := &gatewayv1.HTTPRoute{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, route); err != nil {
+		return routingCondition(f, metav1.ConditionUnknown, v1.ReasonRoutingError,
+			fmt.Sprintf("%s cannot be read as gateway.networking.k8s.io/v1: %v", id, err))
+	}
+	for _, ps := range route.Status.Parents {
 		ref := ps.ParentRef
-		if ref.Name != gw.Name || deref(ref.Namespace, u.GetNamespace()) != wantNS ||
-			deref(ref.Group, "gateway.networking.k8s.io") != "gateway.networking.k8s.io" || deref(ref.Kind, "Gateway") != "Gateway" ||
-			deref(ref.SectionName, "") != gw.SectionName {
+		if string(ref.Name) != gw.Name || deref((*string)(ref.Namespace), route.Namespace) != wantNS ||
+			deref((*string)(ref.Group), gatewayv1.GroupName) != gatewayv1.GroupName || deref((*string)(ref.Kind), "Gateway") != "Gateway" ||
+			deref((*string)(ref.SectionName), "") != gw.SectionName {
 			continue
 		}
-		accepted := current(ps.Conditions, "Accepted", u.GetGeneration())
-		resolved := current(ps.Conditions, "ResolvedRefs", u.GetGeneration())
+		accepted := current(ps.Conditions, string(gatewayv1.RouteConditionAccepted), route.Generation)
+		resolved := current(ps.Conditions, string(gatewayv1.RouteConditionResolvedRefs), route.Generation)
 		for _, cond := range []*metav1.Condition{accepted, resolved} {
 			if cond != nil && cond.Status == metav1.ConditionFalse {
 				return routingCondition(f, metav1.ConditionFalse, v1.ReasonRouteRejected,
