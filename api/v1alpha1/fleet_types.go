@@ -470,7 +470,8 @@ type CelldFleetStatus struct {
 	// replicaObservationValid is false when the Pod inventory could not be read completely.
 	// +optional
 	ReplicaObservationValid bool `json:"replicaObservationValid,omitempty"`
-	// blockedSince is the start of the current continuous Blocked=True period.
+	// blockedSince is when the fleet became Blocked for its current reason; a change of the
+	// Blocked reason starts a new period.
 	// +optional
 	BlockedSince *metav1.Time `json:"blockedSince,omitempty"`
 	// capacity is the capacity policy's latest result; absent without spec.capacity.

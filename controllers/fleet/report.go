@@ -142,10 +142,20 @@ func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus
 	switch {
 	case !blocked:
 		st.BlockedSince = nil
-	case st.BlockedSince == nil || !wasBlocked(live):
+	case st.BlockedSince == nil || !wasBlocked(live) || blockedReason(live.Status.Conditions) != blockedReason(st.Conditions):
+		// a new blocker starts a new period: a fleet resumed from a pause and blocked by
+		// something else has not waited for that since the pause began
 		st.BlockedSince = &metav1.Time{Time: s.now.Truncate(1e9)}
 	}
 	return st
+}
+
+// blockedReason is the Blocked condition's reason, "" without one.
+func blockedReason(conds []metav1.Condition) string {
+	if c := meta.FindStatusCondition(conds, v1.ConditionBlocked); c != nil {
+		return c.Reason
+	}
+	return ""
 }
 
 func wasBlocked(f *v1.CelldFleet) bool {
