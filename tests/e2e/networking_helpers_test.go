@@ -312,8 +312,8 @@ func rollAll(ctx context.Context, ns, name string, n int, before map[int]types.U
 				down++
 			}
 			// a member counts as replaced once its new Pod exists: a deleted one not yet recreated
-		// (no Pod, zero UID) has not been replaced yet
-		if ok && !containsInt(replaced, i) && p.UID != before[i] {
+			// (no Pod, zero UID) has not been replaced yet
+			if ok && !containsInt(replaced, i) && p.UID != before[i] {
 				replaced = append(replaced, i)
 			}
 		}
