@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -213,20 +214,19 @@ func operatorCondition(t *testing.T, ns string) *apiv2.OperatorCondition {
 // waitUpgradeable polls the OperatorCondition until its Upgradeable condition satisfies ok.
 func waitUpgradeable(t *testing.T, key types.NamespacedName, what string, ok func(*metav1.Condition) bool) *metav1.Condition {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var last *metav1.Condition
-	for time.Now().Before(deadline) {
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		oc := &apiv2.OperatorCondition{}
-		if err := admin.Get(t.Context(), key, oc); err != nil {
-			t.Fatal(err)
+		if err := admin.Get(ctx, key, oc); err != nil {
+			return false, err
 		}
-		if last = meta.FindStatusCondition(oc.Spec.Conditions, apiv2.Upgradeable); last != nil && ok(last) {
-			return last
-		}
-		time.Sleep(100 * time.Millisecond)
+		last = meta.FindStatusCondition(oc.Spec.Conditions, apiv2.Upgradeable)
+		return last != nil && ok(last), nil
+	})
+	if err != nil {
+		t.Fatalf("Upgradeable never became %s within 30s (%v); last %+v", what, err, last)
 	}
-	t.Fatalf("Upgradeable never became %s within 30s; last %+v", what, last)
-	return nil
+	return last
 }
 
 func setProgressing(t *testing.T, f *v1.CelldFleet, s metav1.ConditionStatus, reason string) {

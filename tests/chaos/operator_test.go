@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -292,19 +293,19 @@ func (o *operators) restartLater(ctx context.Context, r *replica) {
 // lease after from went away at t0.
 func (o *operators) watchHandoff(cause string, from int, t0 time.Time) {
 	go func() {
-		deadline := time.Now().Add(2 * time.Minute)
-		for time.Now().Before(deadline) {
+		// polls the proxies' record of lease writes for up to two minutes; no handoff by
+		// then is simply not recorded
+		_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 			o.mu.Lock()
+			defer o.mu.Unlock()
 			for id, t := range o.lastLease {
 				if t.After(t0) {
 					o.handoffs = append(o.handoffs, handoff{Cause: cause, From: from, To: id, Took: t.Sub(t0)})
-					o.mu.Unlock()
-					return
+					return true, nil
 				}
 			}
-			o.mu.Unlock()
-			time.Sleep(50 * time.Millisecond) // a poll of an in-memory map, not a synchronisation
-		}
+			return false, nil
+		})
 	}()
 }
 

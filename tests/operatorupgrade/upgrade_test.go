@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -257,13 +258,13 @@ func TestOperatorUpgrade(t *testing.T) {
 // observe keeps the monitors running for d, failing at once on a violation.
 func (h *harness) observe(d time.Duration) {
 	h.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
+	// the window runs out without a violation: that is the success
+	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, d, true, func(context.Context) (bool, error) {
 		if v := h.mon.Violations(); len(v) > 0 {
 			h.t.Fatalf("safety: %s", v[0])
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, nil
+	})
 }
 
 func stopIfRunning(o *operator) {
@@ -322,20 +323,23 @@ func (h *harness) start(ctx context.Context, cfg *rest.Config, name string, rel 
 // a replica that does not lead only reads it.
 func (h *harness) waitLease(o *operator, since time.Time) time.Time {
 	h.t.Helper()
-	deadline := time.Now().Add(leaseBound)
-	for time.Now().Before(deadline) {
+	var led time.Time
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, leaseBound, true, func(context.Context) (bool, error) {
 		for _, r := range h.journal.since(o.name, since) {
 			if r.Resource == "leases" && r.Namespace == operatorNamespace && (r.Name == leaseName || r.Method == "POST") {
-				return r.At
+				led = r.At
+				return true, nil
 			}
 		}
 		if !o.running() {
 			h.t.Fatalf("operator %s exited before it led (see %s)", o.name, o.logPath)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return false, nil
+	})
+	if err != nil {
+		h.t.Fatalf("operator %s did not take the lease %s/%s within %s (see %s)", o.name, operatorNamespace, leaseName, leaseBound, o.logPath)
 	}
-	h.t.Fatalf("operator %s did not take the lease %s/%s within %s (see %s)", o.name, operatorNamespace, leaseName, leaseBound, o.logPath)
-	return time.Time{}
+	return led
 }
 
 // waitFleets waits until every fleet is Ready (Provisioned, all members ready, not Blocked),
@@ -344,9 +348,8 @@ func (h *harness) waitLease(o *operator, since time.Time) time.Time {
 // once on a monitor violation or when op exits.
 func (h *harness) waitFleets(ctx context.Context, bound time.Duration, when string, op *operator) time.Time {
 	h.t.Helper()
-	deadline := time.Now().Add(bound)
 	var why string
-	for time.Now().Before(deadline) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, bound, true, func(ctx context.Context) (bool, error) {
 		if v := h.mon.Violations(); len(v) > 0 {
 			h.t.Fatalf("safety %s: %s", when, v[0])
 		}
@@ -359,13 +362,12 @@ func (h *harness) waitFleets(ctx context.Context, bound time.Duration, when stri
 				break
 			}
 		}
-		if why == "" {
-			return time.Now()
-		}
-		time.Sleep(250 * time.Millisecond)
+		return why == "", nil
+	})
+	if err != nil {
+		h.t.Fatalf("fleets not settled %s within %s: %s", when, bound, why)
 	}
-	h.t.Fatalf("fleets not settled %s within %s: %s", when, bound, why)
-	return time.Time{}
+	return time.Now()
 }
 
 func (h *harness) fleetSettled(ctx context.Context, c fleetCase, op *operator) string {
@@ -460,17 +462,15 @@ func (h *harness) applyCRDs(ctx context.Context, dir string) {
 		}
 		names = append(names, crd.Name)
 	}
-	deadline := time.Now().Add(time.Minute)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	for _, name := range names {
-		for {
+		err := wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			crd, err := h.ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-			if err == nil && crdEstablished(crd) {
-				break
-			}
-			if time.Now().After(deadline) {
-				h.t.Fatalf("CRD %s not Established within a minute of the apply", name)
-			}
-			time.Sleep(100 * time.Millisecond)
+			return err == nil && crdEstablished(crd), nil
+		})
+		if err != nil {
+			h.t.Fatalf("CRD %s not Established within a minute of the apply", name)
 		}
 	}
 }
