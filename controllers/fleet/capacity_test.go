@@ -50,6 +50,21 @@ func capacityFleet(t *testing.T, admin client.Client, ns, name string, mode v1.C
 	})
 }
 
+// capacityCase is a reconciler on a settable clock and a capacity fleet it has created (two
+// passes: the workload exists at spec.replicas).
+func capacityCase(t *testing.T, name string, mode v1.CapacityMode) (*Reconciler, client.Client, *capacityClock, *v1.CelldFleet) {
+	t.Helper()
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	clock := &capacityClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	r.Now, r.Capacity = clock.Now, NewCapacity()
+	ns := setup(t, admin)
+	f := capacityFleet(t, admin, ns, name, mode)
+	reconcileOnce(t, r, f)
+	reconcileOnce(t, r, f)
+	return r, admin, clock, f
+}
+
 func deploymentReplicas(t *testing.T, admin client.Client, f *v1.CelldFleet) int32 {
 	t.Helper()
 	d := &appsv1.Deployment{}
@@ -184,14 +199,7 @@ func TestScaleOutAddsAMemberAfterTheWindowAndRecordsTheStep(t *testing.T) {
 }
 
 func TestShadowRecommendsAndChangesNothing(t *testing.T) {
-	var writes atomic.Int64
-	r, admin := newReconciler(t, testOptions(), &writes)
-	clock := &capacityClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	r.Now, r.Capacity = clock.Now, NewCapacity()
-	ns := setup(t, admin)
-	f := capacityFleet(t, admin, ns, "shadow", v1.CapacityShadow)
-	reconcileOnce(t, r, f)
-	reconcileOnce(t, r, f)
+	r, admin, clock, f := capacityCase(t, "shadow", v1.CapacityShadow)
 	sustain(t, r, clock, f, 3)
 	if n := deploymentReplicas(t, admin, f); n != 3 {
 		t.Fatalf("Shadow must never act, replicas %d", n)
@@ -209,14 +217,7 @@ func TestShadowRecommendsAndChangesNothing(t *testing.T) {
 }
 
 func TestPausedFleetMakesNoCapacityDecision(t *testing.T) {
-	var writes atomic.Int64
-	r, admin := newReconciler(t, testOptions(), &writes)
-	clock := &capacityClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	r.Now, r.Capacity = clock.Now, NewCapacity()
-	ns := setup(t, admin)
-	f := capacityFleet(t, admin, ns, "frozen", v1.CapacityScaleOut)
-	reconcileOnce(t, r, f)
-	reconcileOnce(t, r, f)
+	r, admin, clock, f := capacityCase(t, "frozen", v1.CapacityScaleOut)
 	live := liveFleet(t, admin, f)
 	live.Spec.Maintenance = &v1.MaintenanceSpec{Paused: true}
 	if err := admin.Update(context.Background(), live); err != nil {
@@ -233,14 +234,7 @@ func TestPausedFleetMakesNoCapacityDecision(t *testing.T) {
 }
 
 func TestRemovingThePolicyRemovesItsRecord(t *testing.T) {
-	var writes atomic.Int64
-	r, admin := newReconciler(t, testOptions(), &writes)
-	clock := &capacityClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	r.Now, r.Capacity = clock.Now, NewCapacity()
-	ns := setup(t, admin)
-	f := capacityFleet(t, admin, ns, "drop", v1.CapacityScaleOut)
-	reconcileOnce(t, r, f)
-	reconcileOnce(t, r, f)
+	r, admin, clock, f := capacityCase(t, "drop", v1.CapacityScaleOut)
 	sustain(t, r, clock, f, 3)
 	if _, ok := history(t, admin, f); !ok {
 		t.Fatal("setup: the policy's step must have been recorded")
