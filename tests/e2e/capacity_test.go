@@ -322,7 +322,13 @@ var _ = Describe("Capacity policy", func() {
 		})
 		framework.EventuallyWithin(ctx, 4*capacityWait, func() string { return capacityStatus(ctx, ns, f.Name).Reason }).
 			Should(Equal(capacity.ReasonLoadNotRedistributed))
-		Expect(*statefulSetOf(ctx, ns, f.Name).Spec.Replicas).To(Equal(int32(5)), "exactly two additions before the hold")
+		// two judged additions hold the third; an addition whose incumbents restarted meanwhile
+		// is not judged (docs/capacity.md), so a loaded machine may see one more before the hold
+		n := *statefulSetOf(ctx, ns, f.Name).Spec.Replicas
+		AddReportEntry("additions before the hold", n-3)
+		Expect(n).To(BeNumerically(">=", 5), "at least two additions before the hold")
+		h, _ := capacityHistory(ctx, f)
+		Expect(h.FailedBatches).To(BeNumerically(">=", 1), "the additions were judged as not moving load: %+v", h)
 		expectEvent(ctx, ns, v1.EventLoadNotRedistributed)
 	})
 
