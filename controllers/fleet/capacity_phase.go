@@ -164,7 +164,11 @@ func (r *Reconciler) recordStep(ctx context.Context, s *scope, from, to int32) {
 	if errBefore == nil && errAfter == nil && string(before) == string(after) {
 		return // what the annotation would hold is what it holds
 	}
-	if err := r.writeHistory(ctx, s, &h); err != nil {
+	if errAfter != nil {
+		ctrl.LoggerFrom(ctx).Error(errAfter, "the capacity step is taken but its record cannot be encoded", "from", from, "to", to)
+		return
+	}
+	if err := r.writeHistory(ctx, s, after); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "the capacity step is taken but its record is lost; the cooldown counts from the previous step",
 			"from", from, "to", to)
 		return
@@ -172,13 +176,9 @@ func (r *Reconciler) recordStep(ctx context.Context, s *scope, from, to int32) {
 	s.history = h
 }
 
-// writeHistory writes the history to the reservation's current-operation annotation with an
-// Update on a fresh read, never retried: a conflict loses this record.
-func (r *Reconciler) writeHistory(ctx context.Context, s *scope, h *capacity.History) error {
-	state, err := json.Marshal(h)
-	if err != nil {
-		return err
-	}
+// writeHistory writes the encoded history to the reservation's current-operation annotation
+// with an Update on a fresh read, never retried: a conflict loses this record.
+func (r *Reconciler) writeHistory(ctx context.Context, s *scope, state []byte) error {
 	value, err := reservation.CapacityAnnotation(s.fleet.UID, state)
 	if err != nil {
 		return err
