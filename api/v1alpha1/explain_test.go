@@ -36,6 +36,7 @@ var wholeFieldRules = map[string]string{
 	v1.MsgEnvValueSource:       "exactly one of value and secretKeyRef: either may be the one to add or to remove",
 	v1.MsgEgressExactlyOne:     "exactly one of cidr and podLabels: either may be the one to add or to remove",
 	v1.MsgReservationImmutable: "the rule compares the whole spec it sits on: any field of it may have changed",
+	v1.MsgSeedFinal:            "the rule compares the whole seed result it sits on: any field of it may have changed",
 }
 
 // reasons are the reasons an x-kubernetes-validations rule may give (the API server refuses

@@ -227,6 +227,7 @@ type MaintenanceSpec struct {
 // StorageSpec is the fleet's dedicated bucket and, for PersistentFleet, its disks.
 // +kubebuilder:validation:XValidation:rule="has(self.prefix) == has(self.previewFleetRef)",reason="FieldValueInvalid",message="spec.storage.prefix and spec.storage.previewFleetRef must be set together (preview fleets only); set both or neither"
 // +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || has(self.previewFleetRef)",fieldPath=".endpoint",reason="FieldValueInvalid",message="spec.storage.endpoint is only for preview fleets; set previewFleetRef and prefix, or remove endpoint"
+// +kubebuilder:validation:XValidation:rule="!has(self.seed) || has(self.previewFleetRef)",fieldPath=".seed",reason="FieldValueInvalid",message="spec.storage.seed is only for preview fleets, which a CelldPreview generates; ask for a seed in the CelldPreview's spec.seed instead"
 type StorageSpec struct {
 	// bucket is the fleet's dedicated S3 bucket, 3 to 63 lower-case letters, digits and '-'.
 	// +kubebuilder:validation:MinLength=3
@@ -278,6 +279,13 @@ type StorageSpec struct {
 	// scratch sizes the data emptyDir of a preview fleet (Bucket profile) instead of sizeGiB.
 	// +optional
 	Scratch *ScratchSpec `json:"scratch,omitempty"`
+
+	// seed is a seeded preview fleet's seed request, generated from its CelldPreview: the
+	// request is recorded on the fleet's reservation and the fleet starts nothing (no
+	// Services, routes or members) until the named executor reports success there. It
+	// requires previewFleetRef.
+	// +optional
+	Seed *SeedRequest `json:"seed,omitempty"`
 }
 
 // FleetReference names a fleet by name and UID.

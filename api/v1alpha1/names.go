@@ -40,6 +40,15 @@ const (
 	// never silently recreated on the same prefix.
 	AnnotationPreviewFleet = "celld.eric.dev/preview-fleet"
 
+	// AnnotationSeedGate on a seeded preview fleet's reservation is the operator's start gate:
+	// Open once the seed succeeded and the fleet may start, Closed once the fleet was deleted
+	// before it started. Written with the reservation's resourceVersion, so starting and
+	// cancelling never both win; never changed once set.
+	AnnotationSeedGate = "celld.eric.dev/seed-gate"
+	// SeedGateOpen and SeedGateClosed are the values of AnnotationSeedGate.
+	SeedGateOpen   = "Open"
+	SeedGateClosed = "Closed"
+
 	// FinalizerPreviewProtection holds a CelldPreview until its generated fleet is gone.
 	FinalizerPreviewProtection = "celld.eric.dev/preview-protection"
 	// FinalizerLifecycleProtection holds a fleet until its workload and claims are gone.
@@ -87,6 +96,14 @@ const (
 	ReasonSchedulingBlocked       = "SchedulingBlocked"
 	ReasonDeletionBlocked         = "DeletionBlocked"
 	ReasonDeleting                = "Deleting"
+	// ReasonSeedInitializing: a seeded preview fleet waits for its executor (also the
+	// preview's reason while it does). ReasonSeedReservationBlocked: the seed failed, was
+	// cancelled or reported a manifest that does not match the request, so the fleet never
+	// starts. ReasonSeedCancellationBlocked: a deleted fleet waits for its executor to
+	// acknowledge the cancellation of a running seed.
+	ReasonSeedInitializing        = "SeedInitializing"
+	ReasonSeedReservationBlocked  = "SeedReservationBlocked"
+	ReasonSeedCancellationBlocked = "SeedCancellationBlocked"
 	ReasonNotPaused               = "NotPaused"
 	ReasonNotDeleting             = "NotDeleting"
 	// ReasonBoundedOperation is OperationSizeWarning's reason.
@@ -134,7 +151,8 @@ const (
 	ReasonPreviewsNotEnabled     = "PreviewsNotEnabled"
 	ReasonPreviewExpired         = "Expired"
 	ReasonPreviewDeleting        = "PreviewDeleting"
-	ReasonSeedInitializing       = "SeedInitializing"
+	// ReasonSeedNotAuthorized: the preview's spec.seed names no source the parent approves.
+	ReasonSeedNotAuthorized = "SeedNotAuthorized"
 )
 
 // Event reasons.

@@ -31,6 +31,10 @@ type FleetPreviewsSpec struct {
 	// scratch sizes the preview fleets' disk-backed emptyDir.
 	// +optional
 	Scratch *ScratchSpec `json:"scratch,omitempty"`
+	// seeding authorizes previews to ask for a seed (CelldPreview spec.seed): the trusted
+	// executor and the approved sources. Without it, a seeded preview is Blocked.
+	// +optional
+	Seeding *PreviewSeeding `json:"seeding,omitempty"`
 }
 
 // PreviewStorage is the preview bucket.

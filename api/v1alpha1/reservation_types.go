@@ -16,6 +16,9 @@ import (
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.fleetNamespace`
 // +kubebuilder:printcolumn:name="Fleet",type=string,JSONPath=`.spec.fleetName`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.seed) || (has(self.status) && has(self.status.seed))",fieldPath=".status.seed",reason="FieldValueForbidden",message="status.seed of a CelldStorageReservation is retained: it cannot be removed"
+// +kubebuilder:validation:XValidation:rule="!has(self.status) || !has(self.status.seed) || !has(self.status.seed.phase) || self.status.seed.phase != 'Succeeded' || (has(oldSelf.status) && has(oldSelf.status.seed) && has(oldSelf.status.seed.phase) && oldSelf.status.seed.phase in ['Running', 'Succeeded'])",fieldPath=".status.seed.phase",reason="FieldValueForbidden",message="status.seed.phase Succeeded requires a prior Running claim with an executorID"
 type CelldStorageReservation struct {
 	metav1.TypeMeta `json:",inline"`
 	// metadata is the reservation's object metadata. Its name is derived from the bucket
@@ -76,6 +79,11 @@ type CelldStorageReservationSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +required
 	FleetUID string `json:"fleetUID"`
+	// seed is a preview fleet's seed request (its spec.storage.seed), recorded at creation:
+	// the executor it names copies the objects into the prefix, and the fleet starts nothing
+	// until the result in status.seed succeeded.
+	// +optional
+	Seed *SeedRequest `json:"seed,omitempty"`
 	// specHash is the sha256 of the fleet's creation-time storage-relevant spec.
 	// +kubebuilder:validation:MaxLength=64
 	// +required
@@ -84,23 +92,11 @@ type CelldStorageReservationSpec struct {
 
 // CelldStorageReservationStatus holds the retained preview-seed result.
 type CelldStorageReservationStatus struct {
-	// seed is the result of seeding a preview fleet's prefix, written by a trusted external
-	// executor. This release runs no seeds and never writes it.
+	// seed is the progress and result of seeding a preview fleet's prefix (spec.seed), written
+	// by the trusted external executor, and by the operator to cancel. It is retained after the
+	// fleet is gone.
 	// +optional
 	Seed *SeedResult `json:"seed,omitempty"`
-}
-
-// SeedResult is the outcome of a preview seed.
-type SeedResult struct {
-	// phase is the seed's outcome.
-	// +optional
-	Phase string `json:"phase,omitempty"`
-	// message explains the phase.
-	// +optional
-	Message string `json:"message,omitempty"`
-	// completedAt is when the seed finished.
-	// +optional
-	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
 }
 
 // CelldStorageReservationList is a list of reservations.

@@ -236,6 +236,9 @@ func (s *StorageSpec) validate(p *field.Path) field.ErrorList {
 		}
 		errs = append(errs, s.Endpoint.validate(p.Child("endpoint"))...)
 	}
+	if s.Seed != nil && s.PreviewFleetRef == nil {
+		errs = append(errs, field.Invalid(p.Child("seed"), s.Seed.Source, MsgSeedWithoutRef))
+	}
 	return errs
 }
 

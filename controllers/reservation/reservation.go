@@ -42,6 +42,7 @@ func Desired(f *v1.CelldFleet) *v1.CelldStorageReservation {
 			FleetName:       f.Name,
 			FleetUID:        string(f.UID),
 			SpecHash:        SpecHash(f, initial),
+			Seed:            st.Seed.DeepCopy(),
 		},
 	}
 	if rec, err := TuningRecord(f); err == nil && !previewFleet(f) {

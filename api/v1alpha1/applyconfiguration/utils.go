@@ -84,6 +84,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.PreviewRoutingApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PreviewSeed"):
 		return &apiv1alpha1.PreviewSeedApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PreviewSeeding"):
+		return &apiv1alpha1.PreviewSeedingApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PreviewStorage"):
 		return &apiv1alpha1.PreviewStorageApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("RoutingSource"):
@@ -94,10 +96,20 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.ScratchSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SecretKeyRef"):
 		return &apiv1alpha1.SecretKeyRefApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SeededObject"):
+		return &apiv1alpha1.SeededObjectApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SeedFleetRef"):
+		return &apiv1alpha1.SeedFleetRefApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SeedObject"):
 		return &apiv1alpha1.SeedObjectApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SeedPreviewRef"):
+		return &apiv1alpha1.SeedPreviewRefApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SeedRequest"):
+		return &apiv1alpha1.SeedRequestApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SeedResult"):
 		return &apiv1alpha1.SeedResultApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SeedSource"):
+		return &apiv1alpha1.SeedSourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StorageEndpoint"):
 		return &apiv1alpha1.StorageEndpointApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StorageSpec"):

@@ -457,6 +457,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: prefix
       type:
         scalar: string
+    - name: seed
+      type:
+        namedType: com.github.celld.celld-operator.api.v1alpha1.SeedRequest
     - name: specHash
       type:
         scalar: string
@@ -603,6 +606,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scratch
       type:
         namedType: com.github.celld.celld-operator.api.v1alpha1.ScratchSpec
+    - name: seeding
+      type:
+        namedType: com.github.celld.celld-operator.api.v1alpha1.PreviewSeeding
     - name: serviceAccountName
       type:
         scalar: string
@@ -766,6 +772,20 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: source
       type:
         scalar: string
+- name: com.github.celld.celld-operator.api.v1alpha1.PreviewSeeding
+  map:
+    fields:
+    - name: executor
+      type:
+        scalar: string
+    - name: sources
+      type:
+        list:
+          elementType:
+            namedType: com.github.celld.celld-operator.api.v1alpha1.SeedSource
+          elementRelationship: associative
+          keys:
+          - name
 - name: com.github.celld.celld-operator.api.v1alpha1.PreviewStorage
   map:
     fields:
@@ -829,6 +849,18 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: name
       type:
         scalar: string
+- name: com.github.celld.celld-operator.api.v1alpha1.SeedFleetRef
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+    - name: namespace
+      type:
+        scalar: string
+    - name: uid
+      type:
+        scalar: string
 - name: com.github.celld.celld-operator.api.v1alpha1.SeedObject
   map:
     fields:
@@ -838,16 +870,93 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: id
       type:
         scalar: string
+- name: com.github.celld.celld-operator.api.v1alpha1.SeedPhase
+  scalar: string
+- name: com.github.celld.celld-operator.api.v1alpha1.SeedPreviewRef
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+    - name: uid
+      type:
+        scalar: string
+- name: com.github.celld.celld-operator.api.v1alpha1.SeedRequest
+  map:
+    fields:
+    - name: alarms
+      type:
+        scalar: string
+    - name: executor
+      type:
+        scalar: string
+    - name: objects
+      type:
+        list:
+          elementType:
+            namedType: com.github.celld.celld-operator.api.v1alpha1.SeedObject
+          elementRelationship: associative
+          keys:
+          - class
+          - id
+    - name: preview
+      type:
+        namedType: com.github.celld.celld-operator.api.v1alpha1.SeedPreviewRef
+    - name: source
+      type:
+        scalar: string
+    - name: sourceFleet
+      type:
+        namedType: com.github.celld.celld-operator.api.v1alpha1.SeedFleetRef
 - name: com.github.celld.celld-operator.api.v1alpha1.SeedResult
   map:
     fields:
+    - name: cancelRequestedAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: completedAt
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: executorID
+      type:
+        scalar: string
     - name: message
       type:
         scalar: string
+    - name: objects
+      type:
+        list:
+          elementType:
+            namedType: com.github.celld.celld-operator.api.v1alpha1.SeededObject
+          elementRelationship: associative
+          keys:
+          - class
+          - id
     - name: phase
+      type:
+        namedType: com.github.celld.celld-operator.api.v1alpha1.SeedPhase
+    - name: startedAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+- name: com.github.celld.celld-operator.api.v1alpha1.SeedSource
+  map:
+    fields:
+    - name: fleetRef
+      type:
+        namedType: com.github.celld.celld-operator.api.v1alpha1.SeedFleetRef
+    - name: name
+      type:
+        scalar: string
+- name: com.github.celld.celld-operator.api.v1alpha1.SeededObject
+  map:
+    fields:
+    - name: class
+      type:
+        scalar: string
+    - name: digest
+      type:
+        scalar: string
+    - name: id
       type:
         scalar: string
 - name: com.github.celld.celld-operator.api.v1alpha1.StorageEndpoint
@@ -883,6 +992,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: scratch
       type:
         namedType: com.github.celld.celld-operator.api.v1alpha1.ScratchSpec
+    - name: seed
+      type:
+        namedType: com.github.celld.celld-operator.api.v1alpha1.SeedRequest
     - name: sizeGiB
       type:
         scalar: numeric

@@ -28,6 +28,10 @@ type CelldStorageReservationSpecApplyConfiguration struct {
 	FleetName *string `json:"fleetName,omitempty"`
 	// fleetUID is the only fleet that may use the bucket.
 	FleetUID *string `json:"fleetUID,omitempty"`
+	// seed is a preview fleet's seed request (its spec.storage.seed), recorded at creation:
+	// the executor it names copies the objects into the prefix, and the fleet starts nothing
+	// until the result in status.seed succeeded.
+	Seed *SeedRequestApplyConfiguration `json:"seed,omitempty"`
 	// specHash is the sha256 of the fleet's creation-time storage-relevant spec.
 	SpecHash *string `json:"specHash,omitempty"`
 }
@@ -99,6 +103,14 @@ func (b *CelldStorageReservationSpecApplyConfiguration) WithFleetName(value stri
 // If called multiple times, the FleetUID field is set to the value of the last call.
 func (b *CelldStorageReservationSpecApplyConfiguration) WithFleetUID(value string) *CelldStorageReservationSpecApplyConfiguration {
 	b.FleetUID = &value
+	return b
+}
+
+// WithSeed sets the Seed field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Seed field is set to the value of the last call.
+func (b *CelldStorageReservationSpecApplyConfiguration) WithSeed(value *SeedRequestApplyConfiguration) *CelldStorageReservationSpecApplyConfiguration {
+	b.Seed = value
 	return b
 }
 

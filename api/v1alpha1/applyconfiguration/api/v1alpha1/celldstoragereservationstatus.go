@@ -7,8 +7,9 @@ package v1alpha1
 //
 // CelldStorageReservationStatus holds the retained preview-seed result.
 type CelldStorageReservationStatusApplyConfiguration struct {
-	// seed is the result of seeding a preview fleet's prefix, written by a trusted external
-	// executor. This release runs no seeds and never writes it.
+	// seed is the progress and result of seeding a preview fleet's prefix (spec.seed), written
+	// by the trusted external executor, and by the operator to cancel. It is retained after the
+	// fleet is gone.
 	Seed *SeedResultApplyConfiguration `json:"seed,omitempty"`
 }
 

@@ -22,6 +22,9 @@ type FleetPreviewsSpecApplyConfiguration struct {
 	Execution *PreviewExecutionApplyConfiguration `json:"execution,omitempty"`
 	// scratch sizes the preview fleets' disk-backed emptyDir.
 	Scratch *ScratchSpecApplyConfiguration `json:"scratch,omitempty"`
+	// seeding authorizes previews to ask for a seed (CelldPreview spec.seed): the trusted
+	// executor and the approved sources. Without it, a seeded preview is Blocked.
+	Seeding *PreviewSeedingApplyConfiguration `json:"seeding,omitempty"`
 }
 
 // FleetPreviewsSpecApplyConfiguration constructs a declarative configuration of the FleetPreviewsSpec type for use with
@@ -83,5 +86,13 @@ func (b *FleetPreviewsSpecApplyConfiguration) WithExecution(value *PreviewExecut
 // If called multiple times, the Scratch field is set to the value of the last call.
 func (b *FleetPreviewsSpecApplyConfiguration) WithScratch(value *ScratchSpecApplyConfiguration) *FleetPreviewsSpecApplyConfiguration {
 	b.Scratch = value
+	return b
+}
+
+// WithSeeding sets the Seeding field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Seeding field is set to the value of the last call.
+func (b *FleetPreviewsSpecApplyConfiguration) WithSeeding(value *PreviewSeedingApplyConfiguration) *FleetPreviewsSpecApplyConfiguration {
+	b.Seeding = value
 	return b
 }

@@ -3,20 +3,37 @@
 package v1alpha1
 
 import (
+	apiv1alpha1 "github.com/celld/celld-operator/api/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // SeedResultApplyConfiguration represents a declarative configuration of the SeedResult type for use
 // with apply.
 //
-// SeedResult is the outcome of a preview seed.
+// SeedResult is the outcome of a preview seed, in the reservation's status subresource. The
+// executor writes phase, executorID, message, the times and objects; the operator writes
+// cancelRequestedAt, and Canceled for a seed no executor claimed. Every write carries the
+// resourceVersion it read, so a claim, a cancellation and the operator's start gate
+// (annotation celld.eric.dev/seed-gate) never cross.
 type SeedResultApplyConfiguration struct {
-	// phase is the seed's outcome.
-	Phase *string `json:"phase,omitempty"`
-	// message explains the phase.
+	// phase is the seed's state: Running, Succeeded, Failed or Canceled; absent until an
+	// executor claims it.
+	Phase *apiv1alpha1.SeedPhase `json:"phase,omitempty"`
+	// executorID identifies the executor worker that claimed the seed; required with Running
+	// and fixed once set.
+	ExecutorID *string `json:"executorID,omitempty"`
+	// message explains the phase, for people.
 	Message *string `json:"message,omitempty"`
-	// completedAt is when the seed finished.
+	// startedAt is when the executor claimed the seed.
+	StartedAt *v1.Time `json:"startedAt,omitempty"`
+	// completedAt is when the seed reached its terminal phase.
 	CompletedAt *v1.Time `json:"completedAt,omitempty"`
+	// cancelRequestedAt is when the operator asked the executor to stop (the preview expired
+	// or its fleet is being deleted). Written by the operator; never withdrawn.
+	CancelRequestedAt *v1.Time `json:"cancelRequestedAt,omitempty"`
+	// objects is the manifest of a Succeeded seed: each requested object exactly once, with the
+	// digest of the copied state.
+	Objects []SeededObjectApplyConfiguration `json:"objects,omitempty"`
 }
 
 // SeedResultApplyConfiguration constructs a declarative configuration of the SeedResult type for use with
@@ -28,8 +45,16 @@ func SeedResult() *SeedResultApplyConfiguration {
 // WithPhase sets the Phase field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Phase field is set to the value of the last call.
-func (b *SeedResultApplyConfiguration) WithPhase(value string) *SeedResultApplyConfiguration {
+func (b *SeedResultApplyConfiguration) WithPhase(value apiv1alpha1.SeedPhase) *SeedResultApplyConfiguration {
 	b.Phase = &value
+	return b
+}
+
+// WithExecutorID sets the ExecutorID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ExecutorID field is set to the value of the last call.
+func (b *SeedResultApplyConfiguration) WithExecutorID(value string) *SeedResultApplyConfiguration {
+	b.ExecutorID = &value
 	return b
 }
 
@@ -41,10 +66,39 @@ func (b *SeedResultApplyConfiguration) WithMessage(value string) *SeedResultAppl
 	return b
 }
 
+// WithStartedAt sets the StartedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartedAt field is set to the value of the last call.
+func (b *SeedResultApplyConfiguration) WithStartedAt(value v1.Time) *SeedResultApplyConfiguration {
+	b.StartedAt = &value
+	return b
+}
+
 // WithCompletedAt sets the CompletedAt field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the CompletedAt field is set to the value of the last call.
 func (b *SeedResultApplyConfiguration) WithCompletedAt(value v1.Time) *SeedResultApplyConfiguration {
 	b.CompletedAt = &value
+	return b
+}
+
+// WithCancelRequestedAt sets the CancelRequestedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CancelRequestedAt field is set to the value of the last call.
+func (b *SeedResultApplyConfiguration) WithCancelRequestedAt(value v1.Time) *SeedResultApplyConfiguration {
+	b.CancelRequestedAt = &value
+	return b
+}
+
+// WithObjects adds the given value to the Objects field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the Objects field.
+func (b *SeedResultApplyConfiguration) WithObjects(values ...*SeededObjectApplyConfiguration) *SeedResultApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithObjects")
+		}
+		b.Objects = append(b.Objects, *values[i])
+	}
 	return b
 }

@@ -31,6 +31,11 @@ type StorageSpecApplyConfiguration struct {
 	Endpoint *StorageEndpointApplyConfiguration `json:"endpoint,omitempty"`
 	// scratch sizes the data emptyDir of a preview fleet (Bucket profile) instead of sizeGiB.
 	Scratch *ScratchSpecApplyConfiguration `json:"scratch,omitempty"`
+	// seed is a seeded preview fleet's seed request, generated from its CelldPreview: the
+	// request is recorded on the fleet's reservation and the fleet starts nothing (no
+	// Services, routes or members) until the named executor reports success there. It
+	// requires previewFleetRef.
+	Seed *SeedRequestApplyConfiguration `json:"seed,omitempty"`
 }
 
 // StorageSpecApplyConfiguration constructs a declarative configuration of the StorageSpec type for use with
@@ -100,5 +105,13 @@ func (b *StorageSpecApplyConfiguration) WithEndpoint(value *StorageEndpointApply
 // If called multiple times, the Scratch field is set to the value of the last call.
 func (b *StorageSpecApplyConfiguration) WithScratch(value *ScratchSpecApplyConfiguration) *StorageSpecApplyConfiguration {
 	b.Scratch = value
+	return b
+}
+
+// WithSeed sets the Seed field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Seed field is set to the value of the last call.
+func (b *StorageSpecApplyConfiguration) WithSeed(value *SeedRequestApplyConfiguration) *StorageSpecApplyConfiguration {
+	b.Seed = value
 	return b
 }
