@@ -27,6 +27,9 @@ func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 	if !controllerutil.ContainsFinalizer(f, v1.FinalizerLifecycleProtection) {
 		return true, nil
 	}
+	if stop, err := r.cancelSeed(ctx, s); stop || err != nil {
+		return true, err
+	}
 	membersGone := s.sts == nil && s.deploy == nil && len(s.claims) == 0 && len(s.pods) == 0
 	if !membersGone {
 		// Routing closes as soon as deletion starts: the chart renders no route for a

@@ -64,7 +64,8 @@ var conditionReasons = map[string]bool{
 	v1.ReasonProvisioned: true, v1.ReasonLifecycleProgress: true, v1.ReasonMemberUnschedulable: true,
 	v1.ReasonMemberCrashLooping: true, v1.ReasonCapacityUncertain: true, v1.ReasonSchedulingBlocked: true,
 	v1.ReasonDeletionBlocked: true, v1.ReasonDeleting: true, v1.ReasonNotPaused: true, v1.ReasonNotDeleting: true,
-	v1.ReasonBoundedOperation: true,
+	v1.ReasonBoundedOperation: true, v1.ReasonSeedInitializing: true, v1.ReasonSeedReservationBlocked: true,
+	v1.ReasonSeedCancellationBlocked: true,
 	// RoutingReady
 	v1.ReasonRoutingDisabled: true, v1.ReasonServiceConflict: true, v1.ReasonRoutingError: true,
 	v1.ReasonRemovingRoute: true, v1.ReasonGatewayAPIUnavailable: true, v1.ReasonAddressAssigned: true,

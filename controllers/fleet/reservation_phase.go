@@ -56,6 +56,9 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 	if res, err = r.supersede(ctx, s, res); err != nil {
 		return true, err
 	}
+	if stop, err := r.seedGate(ctx, s, res); stop || err != nil {
+		return true, err
+	}
 	return false, r.readHistory(ctx, s, res)
 }
 

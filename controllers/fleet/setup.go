@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -40,7 +41,8 @@ func Setup(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, 
 // SetupWithManager registers r. A fleet is reconciled when its spec, labels, annotations,
 // finalizers or deletion change (never for a status write, its own or the observer's), when
 // any of its cached children changes (unless watches.yaml turns watchDependentResources off),
-// when the StorageClass it names changes, and at the resync period.
+// when the StorageClass it names changes, when the reservation of a seeded preview fleet
+// changes, and at the resync period.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Caches != nil {
 		if err := mgr.Add(r.Caches); err != nil {
@@ -56,7 +58,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// waits (the informers log each Forbidden, and main.go names the missing rule at start)
 		// instead of exiting after the default two minutes and crash-looping.
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles, CacheSyncTimeout: 24 * time.Hour}).
-		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfStorageClass))
+		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfStorageClass)).
+		// A seeded preview fleet waits for its executor's write to its reservation's status.
+		Watches(&v1.CelldStorageReservation{}, handler.EnqueueRequestsFromMapFunc(seededFleet))
 	if r.Caches != nil && r.Options.WatchDependentResources {
 		b = b.WatchesRawSource(source.Channel(r.Caches.Events(), handler.EnqueueRequestsFromMapFunc(r.fleetsOf)))
 	}
@@ -65,6 +69,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(source.Channel(r.Capacity.wake, &handler.EnqueueRequestForObject{}))
 	}
 	return b.Complete(r)
+}
+
+// seededFleet maps a reservation that records a seed to the fleet holding it: the executor's
+// progress, a cancellation's acknowledgement or the gate change what that fleet may do.
+// Reservations without a seed wake nothing.
+func seededFleet(_ context.Context, obj client.Object) []reconcile.Request {
+	res, ok := obj.(*v1.CelldStorageReservation)
+	if !ok || res.Spec.Seed == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: res.Spec.FleetNamespace, Name: res.Spec.FleetName}}}
 }
 
 // lifecycleChanged passes updates that change finalizers or start deletion: neither always

@@ -26,6 +26,9 @@ var provisioned = map[string]bool{
 	v1.ReasonLifecycleBlocked:        false,
 	v1.ReasonDeletionBlocked:         false,
 	v1.ReasonDeleting:                false,
+	v1.ReasonSeedInitializing:        false,
+	v1.ReasonSeedReservationBlocked:  false,
+	v1.ReasonSeedCancellationBlocked: false,
 	v1.ReasonProvisioning:            true,
 	v1.ReasonProvisioned:             true,
 	v1.ReasonLifecycleProgress:       true,
@@ -55,14 +58,14 @@ type Statuses struct {
 // Project maps a lifecycle reason onto the conditions:
 //   - Ready: membersReady (Workload.MembersReady: every member Ready, generation-aware),
 //     whatever the reason;
-//   - Progressing: the reason is LifecycleProgress, Provisioning or Deleting;
-//   - Blocked: the reason is not provisioned and not progress (LifecycleProgress, Deleting), or
-//     it is MemberUnschedulable or MemberCrashLooping.
+//   - Progressing: the reason is LifecycleProgress, Provisioning, Deleting or SeedInitializing;
+//   - Blocked: the reason is not provisioned and not progress (LifecycleProgress, Deleting,
+//     SeedInitializing), or it is MemberUnschedulable or MemberCrashLooping.
 //
 // Deleting is progress: the operator is draining and removing the fleet, and a stuck deletion
 // reports DeletionBlocked instead.
 func Project(reason string, membersReady bool) Statuses {
-	progress := reason == v1.ReasonLifecycleProgress || reason == v1.ReasonDeleting
+	progress := reason == v1.ReasonLifecycleProgress || reason == v1.ReasonDeleting || reason == v1.ReasonSeedInitializing
 	return Statuses{
 		Ready:       status(membersReady),
 		Progressing: status(progress || reason == v1.ReasonProvisioning),

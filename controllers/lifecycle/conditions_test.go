@@ -33,6 +33,9 @@ func TestConditionsProjectTheLifecycleReason(t *testing.T) {
 		{v1.ReasonNamespaceAccessDenied, false, no, no, yes},
 		{v1.ReasonDeletionBlocked, false, no, no, yes},
 		{v1.ReasonDeleting, false, no, yes, no},
+		{v1.ReasonSeedInitializing, false, no, yes, no},
+		{v1.ReasonSeedReservationBlocked, false, no, no, yes},
+		{v1.ReasonSeedCancellationBlocked, false, no, no, yes},
 		{"SomeFutureReason", false, no, no, yes},
 	} {
 		got := Project(row.reason, row.ready)

@@ -39,6 +39,9 @@ type Findings struct {
 	ZoneGate *Verdict
 	// Failure is an API error that ended the pass early; the findings after it are missing.
 	Failure *Verdict
+	// Seed is a seeded preview fleet's wait for its executor (SeedInitializing): nothing of
+	// the fleet is created until the seed succeeded.
+	Seed *Verdict
 	// RoutingWaits: RoutingReady waits for something no watch reports (an API not served, a
 	// foreign object at the route's name, a read error, a route still disappearing).
 	RoutingWaits bool
@@ -60,16 +63,18 @@ func (f *Findings) Blocked() bool { return len(f.Blockers) > 0 }
 //  2. the first blocker: the user must act, and a healing action taken meanwhile is reported
 //     by its event;
 //  3. an API error that ended the pass: what follows it was not examined;
-//  4. maintenance: a paused fleet changes nothing, and says so;
-//  5. a healing action: a member is being replaced or force-deleted;
-//  6. a healing wait or a blocked member (MemberUnschedulable, MemberCrashLooping): it explains
+//  4. a seeded preview fleet waiting for its seed: nothing of it exists yet, so nothing else
+//     can be said;
+//  5. maintenance: a paused fleet changes nothing, and says so;
+//  6. a healing action: a member is being replaced or force-deleted;
+//  7. a healing wait or a blocked member (MemberUnschedulable, MemberCrashLooping): it explains
 //     the fleet better than the rollout it holds up;
-//  7. a zone gate that could not be lifted;
-//  8. the workload was just created;
-//  9. a replica change in progress, or why it waits;
-//  10. the rollout: the workload controller has not observed, updated or readied every member;
-//  11. a sidecar mismatch with the requested mesh membership;
-//  12. Provisioned.
+//  8. a zone gate that could not be lifted;
+//  9. the workload was just created;
+//  10. a replica change in progress, or why it waits;
+//  11. the rollout: the workload controller has not observed, updated or readied every member;
+//  12. a sidecar mismatch with the requested mesh membership;
+//  13. Provisioned.
 func Decide(f Findings) Verdict {
 	switch {
 	case f.Deletion != nil:
@@ -78,6 +83,8 @@ func Decide(f Findings) Verdict {
 		return f.Blockers[0]
 	case f.Failure != nil:
 		return *f.Failure
+	case f.Seed != nil:
+		return *f.Seed
 	case f.Paused:
 		return Verdict{v1.ReasonMaintenancePaused, PausedMessage}
 	case f.Heal.Action != None && f.Heal.Reason != "":

@@ -19,6 +19,7 @@ func TestDecidePrecedence(t *testing.T) {
 	gate := &Verdict{v1.ReasonSchedulingBlocked, "could not lift the gate"}
 	step := Verdict{v1.ReasonProvisioning, "Adding members 3 to 4"}
 	failure := &Verdict{v1.ReasonProvisioning, "Retrying after an error: boom"}
+	seed := &Verdict{v1.ReasonSeedInitializing, "waiting for executor snapshot"}
 	rolling := rolledOut
 	rolling.UpdatedReplicas = 1
 	rolling.RevisionCurrent = false
@@ -32,6 +33,10 @@ func TestDecidePrecedence(t *testing.T) {
 	}{
 		{"deletion over every other finding", Findings{Deletion: deleting, Blockers: []Verdict{{v1.ReasonIsolationUnverified, ""}}, Paused: true, Heal: healAction}, v1.ReasonDeleting},
 		{"the first blocker over healing", Findings{Blockers: []Verdict{{v1.ReasonInfrastructureBlocked, "a foreign PDB"}, {v1.ReasonStorageIdentityConflict, ""}}, Heal: healAction, Workload: rolledOut, Applied: 3}, v1.ReasonInfrastructureBlocked},
+		{"a failure over a seed wait", Findings{Failure: failure, Seed: seed}, v1.ReasonProvisioning},
+		{"a blocker over a seed wait", Findings{Blockers: []Verdict{{v1.ReasonSeedReservationBlocked, "failed"}}, Seed: seed}, v1.ReasonSeedReservationBlocked},
+		{"a seed wait over maintenance", Findings{Seed: seed, Paused: true}, v1.ReasonSeedInitializing},
+		{"deletion over a seed wait", Findings{Deletion: &Verdict{v1.ReasonSeedCancellationBlocked, "waiting"}, Seed: seed}, v1.ReasonSeedCancellationBlocked},
 		{"a failure over maintenance", Findings{Failure: failure, Paused: true}, v1.ReasonProvisioning},
 		{"maintenance over healing", Findings{Paused: true, Heal: healAction}, v1.ReasonMaintenancePaused},
 		{"a healing action over a rollout", Findings{Heal: healAction, Workload: rolling, Applied: 3}, v1.ReasonLifecycleProgress},

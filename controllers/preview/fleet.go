@@ -59,10 +59,10 @@ func URL(parent *v1.CelldFleet, fleet string) string {
 // Bucket fleet in the Ordered layout with one member, Relaxed placement in the pool's zone,
 // its own prefix of the preview bucket bound to the parent (name and UID), the pool's endpoint
 // and scratch, the small defaults of a preview (overridden by spec.previews.execution and
-// scratch) and, when the parent routes previews, a route for FLEET.baseDomain through the
-// pool's Gateway or Ingress. It is controlled by p and labelled with p's UID. The result is a
-// pure function of p's identity and the parent's spec, so the reconciler compares the live
-// fleet with it and restores hand edits.
+// scratch), when the parent routes previews, a route for FLEET.baseDomain through the pool's
+// Gateway or Ingress, and p's seed as the parent authorizes it. It is controlled by p and
+// labelled with p's UID. The result is a pure function of p's identity and the parent's spec,
+// so the reconciler compares the live fleet with it and restores hand edits.
 func Fleet(p *v1.CelldPreview, parent *v1.CelldFleet) *v1.CelldFleet {
 	pv := parent.Spec.Previews
 	name := FleetName(p)
@@ -97,6 +97,7 @@ func Fleet(p *v1.CelldPreview, parent *v1.CelldFleet) *v1.CelldFleet {
 				PreviewFleetRef: &v1.FleetReference{Name: parent.Name, UID: string(parent.UID)},
 				Endpoint:        pv.Storage.Endpoint.DeepCopy(),
 				Scratch:         scratch(pv.Scratch),
+				Seed:            seedRequest(p, parent),
 			},
 			Placement: v1.PlacementSpec{Zones: []string{zone}, AZCount: 1, Mode: v1.PlacementRelaxed},
 			Execution: execution(pv.Execution),

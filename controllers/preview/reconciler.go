@@ -226,10 +226,7 @@ func (r *Reconciler) running(ctx context.Context, s *pass) error {
 	if !r.parentAdmits(ctx, s) {
 		return nil
 	}
-	if s.p.Spec.Seed != nil {
-		// Seeding needs the reservation protocol with a trusted executor, which this release
-		// does not have: a seeded preview must never start unseeded, so nothing is created.
-		s.v = verdict{v1.PreviewInitializing, v1.ReasonSeedInitializing, fmt.Sprintf("CelldPreview %s/%s asks for a seed, and this release does not run seeds: nothing is created and the preview waits. Delete it and create a preview without spec.seed", s.p.Namespace, s.p.Name)}
+	if s.p.Spec.Seed != nil && !r.seedAuthorized(ctx, s) {
 		return nil
 	}
 	if !r.pool(ctx, s) {

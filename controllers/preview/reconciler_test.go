@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -378,22 +379,103 @@ func TestAPoolNeverTakesABucketSomeoneHolds(t *testing.T) {
 	}
 }
 
-// TestASeededPreviewNeverStartsUnseeded: this release runs no seeds, so a seeded preview
-// creates nothing and waits, Initializing.
-func TestASeededPreviewNeverStartsUnseeded(t *testing.T) {
-	r, _ := newReconciler()
-	ns := namespace(t)
-	createParent(t, ns, "development", ns+"-pool")
-	p := &v1.CelldPreview{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "seeded"},
-		Spec: v1.CelldPreviewSpec{FleetRef: v1.PreviewFleetRef{Name: "development"},
-			Seed: &v1.PreviewSeed{Source: "production", Objects: []v1.SeedObject{{Class: "Cart", ID: "cart-1"}}}}}
+// seededPreview creates a preview of parent asking for cart-1 and cart-2 from source.
+func seededPreview(t *testing.T, ns, name, parent, source string) *v1.CelldPreview {
+	t.Helper()
+	p := &v1.CelldPreview{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1.CelldPreviewSpec{FleetRef: v1.PreviewFleetRef{Name: parent},
+			Seed: &v1.PreviewSeed{Source: source, Objects: []v1.SeedObject{{Class: "Cart", ID: "cart-1"}, {Class: "Cart", ID: "cart-2"}}}}}
 	if err := admin.Create(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// withSeeding creates a parent whose previews may seed from alias "production", bound to
+// source's namespace, name and uid.
+func withSeeding(t *testing.T, ns, name string, source *v1.CelldFleet, uid string) *v1.CelldFleet {
+	t.Helper()
+	f := corpus.Persistent()
+	f.Namespace, f.Name, f.Spec.Storage.Bucket = ns, name, ns+"-"+name
+	f.Spec.Previews = &v1.FleetPreviewsSpec{Storage: v1.PreviewStorage{Bucket: ns + "-" + name + "-pool"},
+		Seeding: &v1.PreviewSeeding{Executor: "snapshot", Sources: []v1.SeedSource{{Name: "production",
+			FleetRef: v1.SeedFleetRef{Namespace: source.Namespace, Name: source.Name, UID: uid}}}}}
+	if err := admin.Create(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestASeededPreviewNeedsAnAuthorizedSource: a seed is refused (SeedNotAuthorized, nothing
+// created) unless the parent approves seeding, the alias, and the source fleet still has the
+// UID the grant names.
+func TestASeededPreviewNeedsAnAuthorizedSource(t *testing.T) {
+	r, _ := newReconciler()
+	ns := namespace(t)
+	source := createParent(t, ns, "production", "")
+	createParent(t, ns, "plain", ns+"-plain-pool")
+	withSeeding(t, ns, "stale", source, "not-"+string(source.UID))
+	withSeeding(t, ns, "development", source, string(source.UID))
+
+	for _, c := range []struct {
+		preview, parent, source string
+		mentions                []string
+	}{
+		{"no-seeding", "plain", "production", []string{"does not authorize seeds", "spec.previews.seeding", "without spec.seed"}},
+		{"unknown-alias", "development", "staging", []string{`source "staging"`, "approved: production", "spec.seed is fixed"}},
+		{"recreated-source", "stale", "production", []string{"now has UID " + string(source.UID), "never passes to a fleet recreated"}},
+	} {
+		p := seededPreview(t, ns, c.preview, c.parent, c.source)
+		reconcileOnce(t, r, p)
+		reconcileOnce(t, r, p)
+		expect(t, p, v1.PreviewBlocked, v1.ReasonSeedNotAuthorized, c.mentions...)
+	}
+	if got := fleets(t, ns); len(got) != 0 {
+		t.Fatalf("an unauthorized seed creates no fleet, got %d", len(got))
+	}
+}
+
+// TestASeededPreviewRecordsItsSeedAndWaits: an authorized seed is generated into the child's
+// storage.seed (executor, the bound source fleet, the selection, the preview), and the
+// preview reports the child's wait for its seed as Initializing.
+func TestASeededPreviewRecordsItsSeedAndWaits(t *testing.T) {
+	r, _ := newReconciler()
+	ns := namespace(t)
+	source := createParent(t, ns, "production", "")
+	parent := withSeeding(t, ns, "development", source, string(source.UID))
+	p := seededPreview(t, ns, "seeded", "development", "production")
 	reconcileOnce(t, r, p)
 	reconcileOnce(t, r, p)
-	expect(t, p, v1.PreviewInitializing, v1.ReasonSeedInitializing, "does not run seeds", "without spec.seed")
-	if len(fleets(t, ns)) != 0 {
-		t.Error("a seeded preview must not start a fleet unseeded")
+	live := expect(t, p, v1.PreviewPending, v1.ReasonFleetPending)
+
+	child := &v1.CelldFleet{}
+	if err := admin.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: FleetName(live)}, child); err != nil {
+		t.Fatal(err)
+	}
+	want := &v1.SeedRequest{Executor: "snapshot", Source: "production", Alarms: "Clear",
+		SourceFleet: v1.SeedFleetRef{Namespace: ns, Name: "production", UID: string(source.UID)},
+		Objects:     []v1.SeedObject{{Class: "Cart", ID: "cart-1"}, {Class: "Cart", ID: "cart-2"}},
+		Preview:     v1.SeedPreviewRef{Name: "seeded", UID: string(live.UID)}}
+	if !equality.Semantic.DeepEqual(child.Spec.Storage.Seed, want) {
+		t.Fatalf("the child's seed request:\n got %+v\nwant %+v", child.Spec.Storage.Seed, want)
+	}
+	if child.Spec.Storage.PreviewFleetRef.UID != string(parent.UID) {
+		t.Fatal("the seeded child is bound to its parent")
+	}
+
+	child.Status.ObservedGeneration = child.Generation
+	child.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonSeedInitializing,
+		Message: "waits for executor snapshot to claim its seed", LastTransitionTime: metav1.Now()}}
+	if err := admin.Status().Update(context.Background(), child); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, r, p)
+	expect(t, p, v1.PreviewInitializing, v1.ReasonSeedInitializing, "waits for its seed", "executor snapshot")
+
+	// The seed is part of spec.storage, which admission keeps as created.
+	edited := child.DeepCopy()
+	edited.Spec.Storage.Seed = nil
+	if err := admin.Update(context.Background(), edited); err == nil {
+		t.Fatal("spec.storage is immutable at admission, seed included")
 	}
 }

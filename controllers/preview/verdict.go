@@ -21,7 +21,8 @@ func (v verdict) ready() bool { return v.phase == v1.PreviewReady }
 
 // childVerdict reads a generated fleet's own status: Ready once the fleet reports Ready for
 // its current generation and, when the preview is routed, its route is ready too; Blocked
-// (FleetBlocked, quoting the fleet) when the fleet is blocked; Pending otherwise.
+// (FleetBlocked, quoting the fleet) when the fleet is blocked; Initializing while the fleet
+// waits for its seed; Pending otherwise.
 func childVerdict(child *v1.CelldFleet, routed bool) verdict {
 	name := child.Namespace + "/" + child.Name
 	if child.Status.ObservedGeneration != child.Generation {
@@ -31,6 +32,9 @@ func childVerdict(child *v1.CelldFleet, routed bool) verdict {
 		return verdict{v1.PreviewBlocked, v1.ReasonFleetBlocked, fmt.Sprintf("The preview's CelldFleet %s is blocked (%s): %s", name, b.Reason, b.Message)}
 	}
 	ready := meta.FindStatusCondition(child.Status.Conditions, v1.ConditionReady)
+	if ready != nil && ready.Reason == v1.ReasonSeedInitializing {
+		return verdict{v1.PreviewInitializing, v1.ReasonSeedInitializing, fmt.Sprintf("CelldFleet %s waits for its seed: %s", name, ready.Message)}
+	}
 	if ready == nil || ready.Status != metav1.ConditionTrue {
 		why := "it reports no Ready condition yet"
 		if ready != nil {

@@ -8,10 +8,11 @@ import (
 // unexercisedGrants are granted "group/resource:verb" triples (group "core" for the core API)
 // that code needs on paths these scenarios do not take, each with the code that needs it.
 var unexercisedGrants = map[string]string{
-	"celld.eric.dev/celldfleets:list":                "the manager's informer (For(CelldFleet), the observer's cached List) lists when the API server does not stream watch-list",
-	"celld.eric.dev/celldpreviews:list":              "the manager's informer (For(CelldPreview)) lists when the API server does not stream watch-list",
-	"storage.k8s.io/storageclasses:list":             "the informer behind fleet/guards.go's cached StorageClass Get lists when watch-list is not streamed",
-	"celld.eric.dev/celldstoragereservations:update": "fleet/reservation_phase.go updates a reservation it adopts",
+	"celld.eric.dev/celldfleets:list":                       "the manager's informer (For(CelldFleet), the observer's cached List) lists when the API server does not stream watch-list",
+	"celld.eric.dev/celldpreviews:list":                     "the manager's informer (For(CelldPreview)) lists when the API server does not stream watch-list",
+	"storage.k8s.io/storageclasses:list":                    "the informer behind fleet/guards.go's cached StorageClass Get lists when watch-list is not streamed",
+	"celld.eric.dev/celldstoragereservations:update":        "fleet/reservation_phase.go updates a reservation it adopts",
+	"celld.eric.dev/celldstoragereservations/status:update": "fleet/seed_phase.go cancels the seed of a seeded preview fleet deleted before it started",
 	"core/pods:get":                                  "fleet/healing.go re-reads a replacement's victim Pod",
 	"metrics.k8s.io/pods:list":                       "application/capacity.go lists the PodMetrics of a fleet with spec.capacity; these scenarios set no policy",
 	"core/pods:patch":                                "fleet/deletion.go releaseHold removes the replacement-handoff finalizer",

@@ -1,0 +1,99 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/lifecycle"
+	"github.com/celld/celld-operator/controllers/reservation"
+)
+
+// seedGate holds a seeded preview fleet before anything of it exists: no Service, policy,
+// route or member is created until the executor the request names reports success on the
+// fleet's reservation and its manifest matches the request. The operator then opens the gate
+// (annotation seed-gate Open) with an Update carrying the pass's read of the reservation, so
+// it never opens a gate a cancellation closed meanwhile; from then on the fleet is an
+// ordinary fleet. A seed that failed, was cancelled or cannot be verified blocks the fleet for
+// good (SeedReservationBlocked): a prefix is never seeded twice. res is the reservation the
+// pass verified as the fleet's.
+func (r *Reconciler) seedGate(ctx context.Context, s *scope, res *v1.CelldStorageReservation) (bool, error) {
+	g := reservation.GateOf(res, s.fleet.Spec.Storage.Seed)
+	switch g.State {
+	case reservation.SeedStart:
+		return false, nil
+	case reservation.SeedWait:
+		s.find.Seed = &lifecycle.Verdict{Reason: v1.ReasonSeedInitializing, Message: g.Message}
+		return true, nil
+	case reservation.SeedRefused:
+		s.find.Block(v1.ReasonSeedReservationBlocked, g.Message)
+		return true, nil
+	}
+	open := res.DeepCopy()
+	if open.Annotations == nil {
+		open.Annotations = map[string]string{}
+	}
+	open.Annotations[v1.AnnotationSeedGate] = v1.SeedGateOpen
+	if err := r.Direct.Update(ctx, open); err != nil {
+		return true, fmt.Errorf("open the seed gate of CelldStorageReservation %s: %w", res.Name, err)
+	}
+	logMutation(ctx, s, "open seed gate", "CelldStorageReservation/"+res.Name+" "+v1.AnnotationSeedGate, g.Message)
+	return false, nil
+}
+
+// cancelSeed runs first when a seeded preview fleet whose gate never opened is deleted:
+// nothing of it started, and nothing may start once it is gone. A seed no executor claimed is
+// recorded Canceled by the operator; a running one gets cancelRequestedAt and deletion waits
+// for the executor to acknowledge it (SeedCancellationBlocked); once the seed is final the
+// gate is closed, and deletion goes on (it finds nothing to shut down). Every write carries
+// the resourceVersion read, so a claim or a success written meanwhile makes it a conflict and
+// the next pass decides again. A fleet whose gate is open is shut down as any fleet.
+func (r *Reconciler) cancelSeed(ctx context.Context, s *scope) (bool, error) {
+	st := &s.fleet.Spec.Storage
+	if st.Seed == nil {
+		return false, nil
+	}
+	name := reservation.Name(st.Bucket, st.Prefix)
+	res := &v1.CelldStorageReservation{}
+	if err := r.Direct.Get(ctx, types.NamespacedName{Name: name}, res); apierrors.IsNotFound(err) {
+		return false, nil // never reserved: nothing was requested, nothing started
+	} else if err != nil {
+		return true, fmt.Errorf("read CelldStorageReservation %s to cancel the seed of %s: %w", name, s.key, err)
+	}
+	if res.Spec.FleetUID != string(s.fleet.UID) {
+		return false, nil // another fleet's: this one reserved nothing and started nothing
+	}
+	req := res.Spec.Seed
+	switch step := reservation.CancelOf(res); step {
+	case reservation.CancelUnclaimed, reservation.CancelRequest:
+		res = res.DeepCopy()
+		res.Status.Seed = reservation.Cancelled(res, step, s.now)
+		if err := r.Direct.Status().Update(ctx, res); err != nil {
+			return true, fmt.Errorf("cancel the seed on CelldStorageReservation %s: %w", name, err)
+		}
+		logMutation(ctx, s, "cancel seed", "CelldStorageReservation/"+name+" status.seed", "the fleet is deleted before its seed finished", "phase", res.Status.Seed.Phase)
+		s.deleting(v1.ReasonDeleting, fmt.Sprintf("Cancelling the seed of CelldFleet %s on CelldStorageReservation %s", s.key, name))
+		s.again(time.Second)
+		return true, nil
+	case reservation.CancelWait:
+		s.deleting(v1.ReasonSeedCancellationBlocked, fmt.Sprintf(
+			"CelldFleet %s is deleted while executor %s (worker %s) copies its seed; the fleet is released once the executor acknowledges the cancellation requested at %s on CelldStorageReservation %s (status.seed.phase Canceled or Failed). If the executor is gone for good, stop its workers, then record the seed Failed on that reservation's status subresource (docs/preview-seeding.md)",
+			s.key, req.Executor, res.Status.Seed.ExecutorID, res.Status.Seed.CancelRequestedAt.UTC().Format(time.RFC3339), name))
+		return true, nil
+	case reservation.CancelClose:
+		res = res.DeepCopy()
+		if res.Annotations == nil {
+			res.Annotations = map[string]string{}
+		}
+		res.Annotations[v1.AnnotationSeedGate] = v1.SeedGateClosed
+		if err := r.Direct.Update(ctx, res); err != nil {
+			return true, fmt.Errorf("close the seed gate of CelldStorageReservation %s: %w", name, err)
+		}
+		logMutation(ctx, s, "close seed gate", "CelldStorageReservation/"+name+" "+v1.AnnotationSeedGate, "the fleet is deleted before it started", "seed", res.Status.Seed.Phase)
+	}
+	return false, nil
+}
