@@ -47,7 +47,7 @@ var _ = Describe("Previews", func() {
 	var ns string
 	BeforeEach(func(ctx context.Context) { ns = fleetNamespace(ctx, "pv") })
 
-	It("gives three previews disjoint prefixes, their own Ready fleets, URLs and routes; intruders in either bucket get StorageScopeConflict; a seeded preview waits", func(ctx context.Context) {
+	It("gives three previews disjoint prefixes, their own Ready fleets, URLs and routes; intruders in either bucket get StorageScopeConflict; an unauthorized seed creates nothing", func(ctx context.Context) {
 		mon := watchPreviewSafety(ctx, ns)
 		parent := previewParent(ctx, ns, "dev")
 		bucket := parent.Spec.Previews.Storage.Bucket
@@ -133,10 +133,10 @@ var _ = Describe("Previews", func() {
 		Expect(conditionMessage(getFleet(ctx, ns, "squatter"), v1.ConditionBlocked)).To(And(
 			ContainSubstring("parent fleet %s/dev (UID %s)", ns, parent.UID), ContainSubstring("create a CelldPreview")))
 
-		By("a seeded preview waits Initializing (SeedInitializing) and creates nothing: this release has no seed executor")
+		By("a seeded preview of a parent that authorizes no seeds is Blocked (SeedNotAuthorized) and creates nothing")
 		seeded := createPreview(ctx, ns, "seeded", "dev", 0, &v1.PreviewSeed{Source: "staging", Objects: []v1.SeedObject{{Class: "Cart", ID: "c-1"}}})
 		framework.EventuallyWithin(ctx, framework.Medium, func() string { return previewState(ctx, ns, "seeded") }).
-			Should(Equal(string(v1.PreviewInitializing) + "/" + v1.ReasonSeedInitializing))
+			Should(Equal(string(v1.PreviewBlocked) + "/" + v1.ReasonSeedNotAuthorized))
 
 		intruders := []*v1.CelldFleet{getFleet(ctx, ns, "thief"), getFleet(ctx, ns, "squatter")}
 		Consistently(ctx, func(g Gomega) {
@@ -152,11 +152,11 @@ var _ = Describe("Previews", func() {
 			p := getPreview(ctx, ns, "seeded")
 			g.Expect(p.Status.FleetName).To(BeEmpty())
 			g.Expect(p.Annotations).NotTo(HaveKey(v1.AnnotationPreviewFleet), "no creation is recorded")
-			g.Expect(kube().Get(ctx, key(ns, preview.FleetName(seeded)), &v1.CelldFleet{})).To(MatchError(ContainSubstring("not found")), "a seeded preview never starts unseeded")
+			g.Expect(kube().Get(ctx, key(ns, preview.FleetName(seeded)), &v1.CelldFleet{})).To(MatchError(ContainSubstring("not found")), "an unauthorized seed creates no fleet")
 			g.Expect(kube().Get(ctx, types.NamespacedName{Name: reservation.Name(bucket, preview.FleetName(seeded))}, &v1.CelldStorageReservation{})).
 				To(MatchError(ContainSubstring("not found")))
 		}).WithTimeout(4 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
-		Expect(conditionOfPreview(getPreview(ctx, ns, "seeded")).Message).To(ContainSubstring("does not run seeds"))
+		Expect(conditionOfPreview(getPreview(ctx, ns, "seeded")).Message).To(ContainSubstring("does not authorize seeds"))
 
 		for _, p := range previews {
 			Expect(previewState(ctx, ns, p.Name)).To(Equal(string(v1.PreviewReady)+"/"+v1.ReasonPreviewReady), "intruders never disturb running previews")
@@ -290,11 +290,18 @@ var _ = Describe("Previews", func() {
 // that adding it restarts nothing.
 func previewParent(ctx context.Context, ns, name string) *v1.CelldFleet {
 	GinkgoHelper()
+	return previewParentWith(ctx, ns, name, func(*v1.CelldFleet) string { return "" })
+}
+
+// previewParentWith is previewParent with more of spec.previews: extra returns JSON members
+// to add to it (each starting with a comma), given the Ready parent.
+func previewParentWith(ctx context.Context, ns, name string, extra func(*v1.CelldFleet) string) *v1.CelldFleet {
+	GinkgoHelper()
 	Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
 	waitFleetReady(ctx, ns, name, 3)
 	uids, stsGen := memberUIDs(ctx, ns, name, 3), statefulSetOf(ctx, ns, name).Generation
 	patchFleet(ctx, ns, name, fmt.Sprintf(`{"spec":{"previews":{"storage":{"bucket":%q},"routing":{"baseDomain":%q,`+
-		`"source":{"namespace":"ingress-edge","podLabels":{"app":"edge"}},"ingress":{"className":"nginx"}}}}}`, ns+"-previews", previewDomain))
+		`"source":{"namespace":"ingress-edge","podLabels":{"app":"edge"}},"ingress":{"className":"nginx"}}%s}}}`, ns+"-previews", previewDomain, extra(getFleet(ctx, ns, name))))
 	waitFleetReady(ctx, ns, name, 3)
 	Expect(memberUIDs(ctx, ns, name, 3)).To(Equal(uids), "adding spec.previews restarts no member")
 	Expect(statefulSetOf(ctx, ns, name).Generation).To(Equal(stsGen), "adding spec.previews leaves the workload alone")
@@ -391,17 +398,22 @@ func answerIngress(ctx context.Context, g Gomega, ns, name string) {
 // expectNothingFor: fleet name (UID uid) provisioned nothing: no workload, Service, policy or
 // Pod, and no reservation bound to it.
 func expectNothingFor(ctx context.Context, g Gomega, ns, name string, uid types.UID) {
+	expectNoResourcesFor(ctx, g, ns, name, uid)
+	list := &v1.CelldStorageReservationList{}
+	g.Expect(kube().List(ctx, list)).To(Succeed())
+	for _, r := range list.Items {
+		g.Expect(r.Spec.FleetUID).NotTo(Equal(string(uid)), "CelldStorageReservation %s is bound to fleet %s/%s", r.Name, ns, name)
+	}
+}
+
+// expectNoResourcesFor: fleet ns/name (UID uid) has no workload, Service, NetworkPolicy or Pod.
+func expectNoResourcesFor(ctx context.Context, g Gomega, ns, name string, uid types.UID) {
 	for _, obj := range []client.Object{&appsv1.StatefulSet{}, &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.NetworkPolicy{}} {
 		g.Expect(kube().Get(ctx, key(ns, name), obj)).To(MatchError(ContainSubstring("not found")), "%T %s/%s exists", obj, ns, name)
 	}
 	pods := &corev1.PodList{}
 	g.Expect(kube().List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{v1.LabelFleetUID: string(uid)})).To(Succeed())
 	g.Expect(pods.Items).To(BeEmpty(), "fleet %s/%s has Pods", ns, name)
-	list := &v1.CelldStorageReservationList{}
-	g.Expect(kube().List(ctx, list)).To(Succeed())
-	for _, r := range list.Items {
-		g.Expect(r.Spec.FleetUID).NotTo(Equal(string(uid)), "CelldStorageReservation %s is bound to fleet %s/%s", r.Name, ns, name)
-	}
 }
 
 // previewSafety is a continuous monitor of one namespace's fleets, previews and members,
