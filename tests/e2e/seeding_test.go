@@ -51,6 +51,15 @@ var _ = Describe("Previews", func() {
 			GinkgoHelper()
 			framework.EventuallyWithin(ctx, 2*framework.Medium, func() string { return previewState(ctx, ns, name) }).Should(Equal(want))
 		}
+		awaitRunning := func(p *v1.CelldPreview) {
+			GinkgoHelper()
+			framework.EventuallyWithin(ctx, framework.Medium, func() v1.SeedPhase {
+				if s := reservationOf(p).Status.Seed; s != nil {
+					return s.Phase
+				}
+				return ""
+			}).Should(Equal(v1.SeedRunning), "the executor claims the seed")
+		}
 		initializing := string(v1.PreviewInitializing) + "/" + v1.ReasonSeedInitializing
 		expectGone := func(name string) {
 			GinkgoHelper()
@@ -120,12 +129,7 @@ var _ = Describe("Previews", func() {
 		By("deleting a preview whose seed runs: the operator asks, the executor acknowledges, the fleet is released")
 		held := createPreview(ctx, ns, "held", "dev", 0, seed("hold-1"))
 		awaitState("held", initializing)
-		framework.EventuallyWithin(ctx, framework.Medium, func() v1.SeedPhase {
-			if s := reservationOf(held).Status.Seed; s != nil {
-				return s.Phase
-			}
-			return ""
-		}).Should(Equal(v1.SeedRunning))
+		awaitRunning(held)
 		Expect(kube().Delete(ctx, getPreview(ctx, ns, "held"))).To(Succeed())
 		expectGone("held")
 		heldRes := reservationOf(held)
@@ -137,12 +141,7 @@ var _ = Describe("Previews", func() {
 		stuck := createPreview(ctx, ns, "stuck", "dev", 0, seed("stuck-1"))
 		awaitState("stuck", initializing)
 		stuckFleet := preview.FleetName(stuck)
-		framework.EventuallyWithin(ctx, framework.Medium, func() v1.SeedPhase {
-			if s := reservationOf(stuck).Status.Seed; s != nil {
-				return s.Phase
-			}
-			return ""
-		}).Should(Equal(v1.SeedRunning))
+		awaitRunning(stuck)
 		Expect(kube().Delete(ctx, getPreview(ctx, ns, "stuck"))).To(Succeed())
 		expectCondition(ctx, ns, stuckFleet, v1.ConditionBlocked, "True/"+v1.ReasonSeedCancellationBlocked)
 		Expect(conditionMessage(getFleet(ctx, ns, stuckFleet), v1.ConditionBlocked)).To(And(ContainSubstring(executor+"-0"), ContainSubstring("record the seed Failed")))
