@@ -38,8 +38,10 @@ type member struct {
 	synced    bool                   // status and readiness have been written since the last change
 	ready     bool                   // readiness last written
 	patchedAt time.Time
-	probeOK   bool
-	deleted   bool // the simulator already finished the pod's deletion
+	probeOK   bool // the probe's verdict: Ready while the process runs
+	// probeFails counts consecutive failed probes of the running incarnation (readiness.go).
+	probeFails int
+	deleted    bool // the simulator already finished the pod's deletion
 }
 
 func newMember(s *Simulator, p *corev1.Pod, powered bool) *member {
@@ -181,7 +183,7 @@ func (m *member) startProc(now time.Time, restart bool) {
 	m.status.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}
 	m.status.Started = ptr(true)
 	m.status.Ready = false
-	m.probeOK = false
+	m.probeOK, m.probeFails = false, 0
 	m.synced = !restart
 	if startErr != nil {
 		m.s.log.Printf("%s/%s Error: %v", m.ns, m.name, startErr)
@@ -245,7 +247,7 @@ func (m *member) exitLocked(code int32, why string) {
 	}}
 	m.status.Started = ptr(false)
 	m.status.Ready = false
-	m.probeOK = false
+	m.probeOK, m.probeFails = false, 0
 	m.synced = false
 }
 
@@ -270,30 +272,33 @@ func (m *member) prober() {
 	defer m.wg.Done()
 	tick := time.NewTicker(m.s.o.ProbePeriod)
 	defer tick.Stop()
-	url := "http://" + net.JoinHostPort(m.ip, strconv.Itoa(HealthPort)) + HealthPath
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		m.mu.Lock()
-		running := m.proc != nil && m.powered
-		m.mu.Unlock()
-		ok := false
-		if running {
-			if resp, err := m.s.probe.Get(url); err == nil {
-				ok = resp.StatusCode == http.StatusOK
-				resp.Body.Close()
-			}
-		}
-		m.mu.Lock()
-		if m.proc != nil {
-			m.probeOK = ok
-		}
-		m.mu.Unlock()
+		m.probeOnce()
 		m.writeStatus()
 	}
+}
+
+// probeOnce probes the running incarnation once and records the answer (probed).
+func (m *member) probeOnce() {
+	m.mu.Lock()
+	p := m.proc
+	running := p != nil && m.powered
+	m.mu.Unlock()
+	if !running {
+		return
+	}
+	start := time.Now()
+	ok := false
+	if resp, err := m.s.probe.Get("http://" + net.JoinHostPort(m.ip, strconv.Itoa(HealthPort)) + HealthPath); err == nil {
+		ok = resp.StatusCode == http.StatusOK
+		resp.Body.Close()
+	}
+	m.probed(p, ok, start)
 }
 
 func ptr[T any](v T) *T { return &v }

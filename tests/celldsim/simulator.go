@@ -25,8 +25,9 @@ type Options struct {
 	// nodes are powered off: nothing listens on their IP, nothing patches or deletes them.
 	// Empty means every node is alive.
 	ManagedNodeLabel, ManagedNodeValue string
-	// ProbePeriod is the readiness probe period. Default 300 ms, so Ready follows health
-	// within about half a second.
+	// ProbePeriod is the readiness probe period. Default 300 ms, so Ready follows a healthy
+	// answer within about half a second, and a failing health route (failureThreshold
+	// consecutive failures, readiness.go) within about a second.
 	ProbePeriod time.Duration
 	// Log receives one line per lifecycle event. Default: discarded.
 	Log io.Writer
@@ -37,6 +38,7 @@ type Simulator struct {
 	o       Options
 	log     *log.Logger
 	probe   *http.Client
+	stalls  stallWatch // when this process was not scheduled (readiness.go)
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -94,8 +96,9 @@ func Start(ctx context.Context, o Options) (*Simulator, error) {
 			return nil, fmt.Errorf("%v cache not synced", typ)
 		}
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() { defer s.wg.Done(); <-runCtx.Done(); nodes.Shutdown(); pods.Shutdown() }()
+	go func() { defer s.wg.Done(); s.stalls.run(runCtx) }()
 	return s, nil
 }
 
