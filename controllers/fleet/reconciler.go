@@ -59,6 +59,8 @@ type Reconciler struct {
 	// Capacity holds the capacity policy's latest observations and trends; nil decides
 	// nothing, and spec.replicas is applied as declared.
 	Capacity *Capacity
+	// pacer spaces status writes that only move counters (statusPace).
+	pacer statusPacer
 }
 
 // phase is one step of a reconcile. It records what it decided on the scope and says whether
@@ -74,6 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// The fleet is gone: nothing remembered of it may outlive it.
 			r.Drift.Forget(req.NamespacedName)
 			r.Capacity.Forget(req.NamespacedName)
+			r.pacer.forget(req.NamespacedName)
 			if r.Applier != nil {
 				r.Applier.Forget(req.NamespacedName)
 			}
@@ -110,12 +113,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		s.find.Failure = &lifecycle.Verdict{Reason: v1.ReasonProvisioning, Message: fmt.Sprintf("Retrying after an error: %v", err)}
 	}
 	s.outcome = lifecycle.Decide(s.find)
+	if reportErr := r.report(ctx, s); reportErr != nil && err == nil {
+		err = reportErr
+	}
 	after := s.find.Requeue(s.outcome, lifecycle.Periods{Resync: r.requeueDelay(f), Waiting: r.Options.WaitingRequeue})
 	if s.soon > 0 {
 		after = min(after, s.soon)
-	}
-	if reportErr := r.report(ctx, s); reportErr != nil && err == nil {
-		err = reportErr
 	}
 	if err != nil {
 		return ctrl.Result{}, err // controller-runtime retries with backoff

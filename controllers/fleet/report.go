@@ -39,7 +39,17 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(ownedStatus(live.Status), ownedStatus(*want)) {
 		return nil
 	}
-	return client.IgnoreNotFound(ApplyStatus(ctx, r.Client, live, want)) // a released fleet may be gone
+	if countersOnly(live.Status, *want) {
+		if wait := r.pacer.wait(s.key, r.now()); wait > 0 {
+			s.again(wait) // the next pass writes what this one would have
+			return nil
+		}
+	}
+	if err := ApplyStatus(ctx, r.Client, live, want); err != nil {
+		return client.IgnoreNotFound(err) // a released fleet may be gone
+	}
+	r.pacer.wrote(s.key, r.now())
+	return nil
 }
 
 // legacyConditionTypes are conditions earlier releases (up to v0.0.5 and the one-disruption

@@ -1,0 +1,67 @@
+package fleet
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
+func TestCountersOnly(t *testing.T) {
+	base := v1.CelldFleetStatus{ObservedGeneration: 2, AppliedReplicas: 5, DesiredReplicas: 5, ReadyReplicas: 4, Replicas: 5, JoiningReplicas: 1,
+		Conditions: []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProvisioning, Message: "Rolling out: 1 of 5 members updated"}}}
+	cases := []struct {
+		name string
+		edit func(*v1.CelldFleetStatus)
+		want bool
+	}{
+		{"a member became ready", func(s *v1.CelldFleetStatus) { s.ReadyReplicas, s.JoiningReplicas = 5, 0 }, true},
+		{"a member is terminating", func(s *v1.CelldFleetStatus) { s.TerminatingReplicas, s.ObservedReplicas = 1, 4 }, true},
+		{"the progress message moved", func(s *v1.CelldFleetStatus) { s.Conditions[0].Message = "Rolling out: 2 of 5 members updated" }, true},
+		{"the condition turned", func(s *v1.CelldFleetStatus) { s.Conditions[0].Status = metav1.ConditionTrue }, false},
+		{"the reason changed", func(s *v1.CelldFleetStatus) { s.Conditions[0].Reason = v1.ReasonProvisioned }, false},
+		{"a condition appeared", func(s *v1.CelldFleetStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: v1.ConditionBlocked, Status: metav1.ConditionTrue, Reason: v1.ReasonMemberUnschedulable})
+		}, false},
+		{"the applied count changed", func(s *v1.CelldFleetStatus) { s.AppliedReplicas = 4 }, false},
+		{"a new generation", func(s *v1.CelldFleetStatus) { s.ObservedGeneration = 3 }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want := *base.DeepCopy()
+			c.edit(&want)
+			if got := countersOnly(base, want); got != c.want {
+				t.Fatalf("countersOnly = %v, want %v", got, c.want)
+			}
+			if len(base.Conditions) != 1 || base.Conditions[0].Message == "" {
+				t.Fatal("countersOnly changed its input")
+			}
+		})
+	}
+}
+
+func TestStatusPacer(t *testing.T) {
+	var p statusPacer
+	key := types.NamespacedName{Namespace: "ns", Name: "f"}
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	if d := p.wait(key, t0); d != 0 {
+		t.Fatalf("a fleet never written waits %v", d)
+	}
+	p.wrote(key, t0)
+	if d := p.wait(key, t0.Add(300*time.Millisecond)); d != statusPace-300*time.Millisecond {
+		t.Fatalf("300 ms after a write: wait %v", d)
+	}
+	if d := p.wait(key, t0.Add(statusPace)); d != 0 {
+		t.Fatalf("a pace after a write: wait %v", d)
+	}
+	if d := p.wait(types.NamespacedName{Namespace: "ns", Name: "other"}, t0); d != 0 {
+		t.Fatalf("another fleet waits %v", d)
+	}
+	p.forget(key)
+	if d := p.wait(key, t0); d != 0 {
+		t.Fatalf("a forgotten fleet waits %v", d)
+	}
+}
