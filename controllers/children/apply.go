@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/drift"
+	"github.com/celld/celld-operator/controllers/ssa"
 )
 
 // Applier writes rendered children with server-side apply under FieldOwner, refuses objects the
@@ -136,7 +137,8 @@ func isKind(gvk schema.GroupVersionKind) func(*unstructured.Unstructured) bool {
 }
 
 // apply converges one owned child on its rendering. A missing child is created by server-side
-// apply under FieldOwner. A live child is compared by content with what the API server would
+// apply under FieldOwner, through the typed apply configuration of its kind where one exists
+// (ssa.FromUnstructured). A live child is compared by content with what the API server would
 // store for the rendering (drift.Detector), so a hand edit of any field the operator renders is
 // seen whatever its shape (a key added inside a list item, an extra port range) and a value the
 // server defaults is not; a drifted child is replaced by an update carrying the read's
@@ -145,12 +147,19 @@ func isKind(gvk schema.GroupVersionKind) func(*unstructured.Unstructured) bool {
 func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, want, live *unstructured.Unstructured, res *Result) error {
 	kind := want.GetKind()
 	if live == nil {
-		obj := want.DeepCopy() // Apply writes the response into its argument
-		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		cfg, err := ssa.FromUnstructured(want)
+		if err == nil {
+			err = c.Apply(ctx, cfg, client.FieldOwner(FieldOwner), client.ForceOwnership)
+		}
+		if err != nil {
 			return fmt.Errorf("create %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
 		}
 		logMutation(ctx, f, "create", kind+"/"+want.GetName(), "the chart renders it and it did not exist")
-		a.drift.Written(owner(f), drift.Merge(obj, want, staleAnnotations(want, obj)...), obj)
+		// Children are read back unstructured, so the answer is remembered in that form; one that
+		// cannot be converted is not remembered, and the next pass compares by dry-run instead.
+		if obj, err := ssa.Answer(cfg); err == nil {
+			a.drift.Written(owner(f), drift.Merge(obj, want, staleAnnotations(want, obj)...), obj)
+		}
 		res.Applied = append(res.Applied, kind+"/"+want.GetName())
 		return nil
 	}

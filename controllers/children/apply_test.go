@@ -3,6 +3,10 @@ package children
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,8 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/drift"
+	"github.com/celld/celld-operator/controllers/ssa"
 )
 
 var testRenderer = func() *Renderer {
@@ -236,5 +243,92 @@ func TestMeshWithoutIstioAppliesTheRestAndBlocks(t *testing.T) {
 	}
 	if len(res.Applied) != 4 {
 		t.Errorf("applied %v; the Services, policy and PDB should still be applied", res.Applied)
+	}
+}
+
+// TestEveryRenderedChildIsAppliedTypedAndExactlyAsRendered: every child of every golden render
+// becomes the typed apply configuration of its kind (the Istio kinds excepted, see
+// ssa.ForKind), and that configuration sends exactly the rendering, so typing the apply
+// changes nothing the field manager owns.
+func TestEveryRenderedChildIsAppliedTypedAndExactlyAsRendered(t *testing.T) {
+	goldens, err := filepath.Glob("testdata/golden/*.yaml")
+	if err != nil || len(goldens) == 0 {
+		t.Fatalf("no golden renders: %v", err)
+	}
+	kinds := map[string]bool{}
+	for _, path := range goldens {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for doc := range strings.SplitSeq(string(raw), "---\n") {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			j, err := yaml.YAMLToJSON([]byte(doc)) // as Render decodes the chart's output
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			want := &unstructured.Unstructured{}
+			if err := want.UnmarshalJSON(j); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			id := fmt.Sprintf("%s: %s %s", filepath.Base(path), want.GetKind(), want.GetName())
+			cfg, err := ssa.FromUnstructured(want)
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			typed := reflect.TypeOf(cfg) == reflect.TypeOf(ssa.ForKind(want.GroupVersionKind()))
+			if istio := want.GroupVersionKind().Group == gvkAuthorizationPolicy.Group; typed == istio {
+				t.Errorf("%s is applied as %T; only the Istio kinds may be applied untyped", id, cfg)
+			}
+			got, err := ssa.Answer(cfg) // before an Apply: the request, as it is sent
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := drift.Diff(want.Object, got.Object); len(diff) > 0 {
+				t.Errorf("%s: the apply would not send the rendering: %v", id, diff)
+			}
+			kinds[want.GetKind()] = true
+		}
+	}
+	if len(kinds) != len(pruneKinds)+len(routeKinds) {
+		t.Errorf("the goldens render %v; every kind the chart can render must be covered", kinds)
+	}
+}
+
+// TestACreatedChildIsRememberedAsItsRenderingSoTheNextPassAsksNothing: the API server's answer
+// to each create is what the applier remembers as verified, so the pass after the creates
+// needs neither a write nor a dry-run for any kind.
+func TestACreatedChildIsRememberedAsItsRenderingSoTheNextPassAsksNothing(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	gateway := fleetIn(t, "routing-gateway", ns)
+	gateway.Spec.Mesh = &v1.MeshSpec{Istio: &v1.IstioMeshSpec{ControlPlaneNamespace: "istio-system", ApplicationAccess: v1.ApplicationAccessAllowAll}}
+	mixed := testFacts()
+	mixed.MeshMixed = true // renders the PeerAuthentication too
+	ingress := fleetIn(t, "routing-ingress", ns)
+
+	a := &Applier{}
+	for _, fl := range []struct {
+		f     *v1.CelldFleet
+		facts OperatorFacts
+	}{{gateway, mixed}, {ingress, testFacts()}} {
+		objs, err := testRenderer.Render(fl.f, fl.facts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created, err := a.Apply(context.Background(), c, fl.f, objs)
+		if err != nil || len(created.Applied) != len(objs) {
+			t.Fatalf("first pass of %s: created %v of %d children, %v", fl.f.Name, created.Applied, len(objs), err)
+		}
+		counting := &countingClient{Client: c}
+		res, err := a.Apply(context.Background(), counting, fl.f, objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w, d := counting.writes.Load(), counting.dryRuns.Load(); w != 0 || d != 0 {
+			t.Errorf("the pass after creating %v sent %d writes and %d dry-runs (result %+v); the answers to the creates must be remembered as the rendering", created.Applied, w, d, res)
+		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/fleet"
 	"github.com/celld/celld-operator/controllers/preview"
+	"github.com/celld/celld-operator/controllers/ssa"
 	"github.com/celld/celld-operator/tests/e2e/framework"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
@@ -71,6 +72,7 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1.AddToScheme(scheme)
+	_ = ssa.AddToScheme(scheme) // as main.go: the children's typed apply of an HTTPRoute
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		return err
