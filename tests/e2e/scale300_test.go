@@ -265,11 +265,15 @@ func conditionOf(f *v1.CelldFleet, t string) string {
 // long the operator took to restore it, timed by a watch rather than a poll.
 func widenAndAwaitRestore(ctx context.Context, ns, name string) time.Duration {
 	GinkgoHelper()
-	np := &networkingv1.NetworkPolicy{}
-	Expect(kube().Get(ctx, key(ns, name), np)).To(Succeed())
+	// Watch from the list's resourceVersion, which is current: the policy's own is its
+	// creation's, older than the API server's watch window after a hundred fleets (410 Gone).
+	nps := framework.Cluster.Client.NetworkingV1().NetworkPolicies(ns)
+	list, err := nps.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(list.Items).To(HaveLen(1), "NetworkPolicy %s/%s", ns, name)
+	np := &list.Items[0]
 	want := np.Spec
-	w, err := framework.Cluster.Client.NetworkingV1().NetworkPolicies(ns).Watch(ctx, metav1.ListOptions{
-		FieldSelector: "metadata.name=" + name, ResourceVersion: np.ResourceVersion})
+	w, err := nps.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: list.ResourceVersion})
 	Expect(err).NotTo(HaveOccurred())
 	defer w.Stop()
 	np.Spec.Ingress = append(np.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
