@@ -18,7 +18,7 @@ import (
 // reservation, the capacity decision) is written at once.
 const statusPace = time.Second
 
-// statusPacer remembers when each fleet's status was last written.
+// statusPacer remembers when each fleet's status was last written. A nil pacer paces nothing.
 type statusPacer struct {
 	mu   sync.Mutex
 	last map[types.NamespacedName]time.Time
@@ -26,6 +26,9 @@ type statusPacer struct {
 
 // wait is how long a counters-only write of key must still wait at now; 0 writes now.
 func (p *statusPacer) wait(key types.NamespacedName, now time.Time) time.Duration {
+	if p == nil {
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	at, ok := p.last[key]
@@ -37,6 +40,9 @@ func (p *statusPacer) wait(key types.NamespacedName, now time.Time) time.Duratio
 
 // wrote records a status write of key at now.
 func (p *statusPacer) wrote(key types.NamespacedName, now time.Time) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.last == nil {
@@ -47,6 +53,9 @@ func (p *statusPacer) wrote(key types.NamespacedName, now time.Time) {
 
 // forget drops a fleet that is gone.
 func (p *statusPacer) forget(key types.NamespacedName) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.last, key)

@@ -44,7 +44,7 @@ func TestCountersOnly(t *testing.T) {
 }
 
 func TestStatusPacer(t *testing.T) {
-	var p statusPacer
+	p := &statusPacer{}
 	key := types.NamespacedName{Namespace: "ns", Name: "f"}
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	if d := p.wait(key, t0); d != 0 {
@@ -63,5 +63,11 @@ func TestStatusPacer(t *testing.T) {
 	p.forget(key)
 	if d := p.wait(key, t0); d != 0 {
 		t.Fatalf("a forgotten fleet waits %v", d)
+	}
+	var none *statusPacer
+	none.wrote(key, t0)
+	none.forget(key)
+	if d := none.wait(key, t0); d != 0 {
+		t.Fatalf("a nil pacer waits %v", d)
 	}
 }

@@ -59,8 +59,9 @@ type Reconciler struct {
 	// Capacity holds the capacity policy's latest observations and trends; nil decides
 	// nothing, and spec.replicas is applied as declared.
 	Capacity *Capacity
-	// pacer spaces status writes that only move counters (statusPace).
-	pacer statusPacer
+	// pacer spaces status writes that only move counters (statusPace); nil writes every
+	// change at once.
+	pacer *statusPacer
 }
 
 // phase is one step of a reconcile. It records what it decided on the scope and says whether

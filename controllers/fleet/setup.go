@@ -198,6 +198,7 @@ func New(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, er
 		Drift:    &drift.Detector{},
 		APIs:     apis,
 		Capacity: NewCapacity(),
+		pacer:    &statusPacer{},
 		metrics:  defaultMetrics(),
 	}, nil
 }

@@ -93,10 +93,10 @@ var _ = Describe("Previews", func() {
 		}).WithTimeout(3 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 
 		By("deleting a preview whose seed nobody claimed: the operator records it Canceled, closes the gate and releases the fleet")
-		unclaimedRes := reservationOf(unclaimed)
+		Expect(reservationOf(unclaimed).Status.Seed).To(BeNil(), "no executor runs yet")
 		Expect(kube().Delete(ctx, getPreview(ctx, ns, "unclaimed"))).To(Succeed())
 		expectGone("unclaimed")
-		unclaimedRes = reservationOf(unclaimed)
+		unclaimedRes := reservationOf(unclaimed)
 		Expect(unclaimedRes.Status.Seed).NotTo(BeNil())
 		Expect(unclaimedRes.Status.Seed.Phase).To(Equal(v1.SeedCanceled))
 		Expect(unclaimedRes.Status.Seed.ExecutorID).To(BeEmpty())
