@@ -62,7 +62,9 @@ var _ = Describe("healing under an unrelated blocker", func() {
 		expectCondition(ctx, ns, name, v1.ConditionBlocked, "False/"+v1.ReasonProvisioned)
 	})
 
-	It("force-deletes a member stuck on a lost node while a foreign claim refuses growth (StorageIdentityConflict)", func(ctx context.Context) {
+	// Serial: failing a node evicts every Pod on it, the members of specs running alongside
+	// included (a parallel creation spec once saw its member force-deleted).
+	It("force-deletes a member stuck on a lost node while a foreign claim refuses growth (StorageIdentityConflict)", Serial, func(ctx context.Context) {
 		By("growth is refused onto a claim that is not the fleet's")
 		foreign := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claim(3)},
