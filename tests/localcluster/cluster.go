@@ -65,7 +65,9 @@ func (o *Options) defaults() {
 type Cluster struct {
 	opts     Options
 	dir      string
+	procMu   sync.Mutex // guards procs: RestartAPIServer replaces an entry
 	procs    []*process // in start order; stopped in reverse
+	ports    ports
 	cfg      *rest.Config
 	client   kubernetes.Interface
 	nodes    []string
@@ -124,6 +126,7 @@ func (c *Cluster) bringUp(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
+	c.ports = p
 	if err := c.writeConfigs(k, p); err != nil {
 		return err
 	}
@@ -214,7 +217,7 @@ func (c *Cluster) launchControllers(ctx context.Context, bin string, p ports) er
 			return err
 		}
 		procs[i] = pr
-		c.procs = append(c.procs, pr)
+		c.addProc(pr)
 	}
 	for i, s := range specs {
 		if err := waitHealthy(ctx, procs[i], s.url, probe); err != nil {
@@ -230,6 +233,6 @@ func (c *Cluster) launch(ctx context.Context, bin, name, url string, probe *http
 	if err != nil {
 		return nil, err
 	}
-	c.procs = append(c.procs, pr)
+	c.addProc(pr)
 	return pr, waitHealthy(ctx, pr, url, probe)
 }

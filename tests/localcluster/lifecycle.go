@@ -44,6 +44,8 @@ func (c *Cluster) Stop() {
 			c.sim.Stop()
 		}
 		c.wg.Wait()
+		c.procMu.Lock()
+		defer c.procMu.Unlock()
 		for i := len(c.procs) - 1; i >= 0; i-- {
 			c.procs[i].stop(5 * time.Second)
 			_ = os.Remove(filepath.Join(c.dir, "run", c.procs[i].name+".pid"))

@@ -20,6 +20,9 @@ import (
 // `go test -timeout` does not leave orphans behind.
 type process struct {
 	name string
+	bin  string
+	args []string
+	dir  string
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
@@ -28,7 +31,20 @@ type process struct {
 // startProcess launches bin with args, logging to DIR/logs/NAME.log and recording the PID in
 // DIR/run/NAME.pid so an operator can find it.
 func startProcess(dir, name, bin string, args ...string) (*process, error) {
-	logf, err := os.OpenFile(filepath.Join(dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	return launchProcess(dir, name, bin, os.O_TRUNC, args)
+}
+
+// relaunch starts p's binary again with the same arguments, appending to its log, once p has
+// exited. The returned process replaces p.
+func (p *process) relaunch() (*process, error) {
+	if done, _ := p.exited(); !done {
+		return nil, fmt.Errorf("%s is still running", p.name)
+	}
+	return launchProcess(p.dir, p.name, p.bin, os.O_APPEND, p.args)
+}
+
+func launchProcess(dir, name, bin string, logMode int, args []string) (*process, error) {
+	logf, err := os.OpenFile(filepath.Join(dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|logMode, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +56,7 @@ func startProcess(dir, name, bin string, args ...string) (*process, error) {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	p := &process{name: name, bin: bin, args: args, dir: dir, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logf.Close()
