@@ -155,11 +155,8 @@ func (r *Reconciler) commit(ctx context.Context, pod *corev1.Pod, uid types.UID)
 // action; paused fleets only release. It reports whether it handled one.
 func (r *Reconciler) resumeReplacements(ctx context.Context, s *scope) (bool, error) {
 	handled := false
-	for i := range s.pods {
-		p := &s.pods[i]
-		if p.Labels[v1.LabelReplacementFleet] == "" && !controllerutil.ContainsFinalizer(p, v1.FinalizerReplacingDisk) {
-			continue
-		}
+	for i := range s.held {
+		p := &s.held[i]
 		handled = true
 		in, ok := readIntent(p)
 		if ok && in.Committed && in.FleetUID == s.fleet.UID && !paused(s.fleet) {
@@ -198,8 +195,8 @@ func readIntent(p *corev1.Pod) (intent, bool) {
 // releaseHolds drops the replacement-handoff finalizer from the fleet's Pods, so a deleting or
 // paused fleet never keeps a Pod alive.
 func (r *Reconciler) releaseHolds(ctx context.Context, s *scope) error {
-	for i := range s.pods {
-		p := &s.pods[i]
+	for i := range s.held {
+		p := &s.held[i]
 		if !controllerutil.ContainsFinalizer(p, v1.FinalizerReplacingDisk) {
 			continue
 		}

@@ -66,6 +66,12 @@ func (r *Reconciler) readMembers(ctx context.Context, s *scope, c client.Reader)
 	if err := c.List(ctx, pods, client.InNamespace(f.Namespace), client.MatchingLabels{v1.LabelFleetUID: string(f.UID)}); err != nil {
 		return fmt.Errorf("list the Pods of CelldFleet %s/%s: %w", f.Namespace, f.Name, err)
 	}
+	s.held = nil
+	for _, p := range pods.Items {
+		if p.Labels[v1.LabelReplacementFleet] != "" || controllerutil.ContainsFinalizer(&p, v1.FinalizerReplacingDisk) {
+			s.held = append(s.held, p)
+		}
+	}
 	s.pods = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
 		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	})

@@ -195,6 +195,9 @@ type scope struct {
 	sts    *appsv1.StatefulSet
 	deploy *appsv1.Deployment
 	pods   []corev1.Pod
+	// held are the fleet's Pods carrying a replacement hold, in any phase: a held Pod the
+	// pod garbage collector marked Failed is no member but must still be released.
+	held []corev1.Pod
 	// claims carry the fleet's UID label; namedClaims are every claim of the namespace, for the
 	// planner, which refuses a claim at a member's name that is not the fleet's.
 	claims      []corev1.PersistentVolumeClaim
