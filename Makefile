@@ -38,9 +38,11 @@ FUZZTIME ?= 10s
 E2E_PROCS ?= 2
 E2E_TIMEOUT ?= 25m
 # The fault campaign: SEED replays a storm (empty: a random seed, printed at start), DURATION
-# is the storm's length; make test runs CHAOS_SHORT_DURATION of it.
+# is the storm's length, WEIGHTS overrides the mix (kind=N,...: docs/reliability.md); make
+# test runs CHAOS_SHORT_DURATION of it.
 SEED ?=
 DURATION ?= 10m
+WEIGHTS ?=
 CHAOS_SHORT_DURATION ?= 150s
 CHAOS_TIMEOUT ?= 3h
 
@@ -89,7 +91,7 @@ test-e2e: tools $(GINKGO) build ## Ginkgo e2e suites on the local cluster (paral
 test-chaos: tools build ## Seeded fault campaign on the local cluster with continuous invariants (SEED=N replays, DURATION=10m).
 	go test -count=1 ./tests/chaos/schedule
 	go test -count=1 -skip='^TestCampaign$$' ./tests/chaos
-	CELLD_CHAOS_SEED=$(SEED) CELLD_CHAOS_DURATION=$(DURATION) CELLD_CHAOS_OPERATOR_BINARY=$(BIN)/manager \
+	CELLD_CHAOS_SEED=$(SEED) CELLD_CHAOS_DURATION=$(DURATION) CELLD_CHAOS_WEIGHTS=$(WEIGHTS) CELLD_CHAOS_OPERATOR_BINARY=$(BIN)/manager \
 		go test -count=1 -v -timeout=$(CHAOS_TIMEOUT) -run='^TestCampaign$$' ./tests/chaos
 
 .PHONY: test-chaos-short

@@ -120,6 +120,8 @@ func (c *campaign) execute(ctx context.Context, a schedule.Action) string {
 		return errText(c.rogue(ctx, "networking.k8s.io", "networkpolicies", f.ns, f.spec.Name, patch))
 	case schedule.RoguePDB:
 		return errText(c.rogue(ctx, "policy", "poddisruptionbudgets", f.ns, f.spec.Name, `{"spec":{"maxUnavailable":3}}`))
+	case schedule.RestartAPIServer:
+		return c.restartAPIServer()
 	case schedule.KillLeader:
 		return c.ops.KillLeader(ctx)
 	case schedule.KillLeaderOnDelete:
@@ -136,6 +138,15 @@ func (c *campaign) execute(ctx context.Context, a schedule.Action) string {
 		return errText(c.patchFleet(ctx, f, fmt.Sprintf(`{"spec":{"replicas":%s}}`, a.Value)))
 	case schedule.Pause:
 		return errText(c.patchFleet(ctx, f, `{"spec":{"maintenance":{"paused":true}}}`))
+	case schedule.RoutingOn:
+		return errText(c.patchFleet(ctx, f, fmt.Sprintf(`{"spec":{"routing":{"hostnames":["%s.chaos.example.com"],`+
+			`"gateway":{"name":"public","namespace":"edge","sectionName":"https"},"source":{"namespace":"edge","podLabels":{"app":"public-gateway"}}}}}`, f.spec.Name)))
+	case schedule.RoutingOff:
+		return errText(c.patchFleet(ctx, f, `{"spec":{"routing":null}}`))
+	case schedule.FullStop:
+		return c.fullStop(ctx, a, f)
+	case schedule.FullStart:
+		return c.fullStart(ctx, a, f)
 	case schedule.Unpause:
 		return errText(c.patchFleet(ctx, f, `{"spec":{"maintenance":{"paused":false}}}`))
 	case schedule.DeleteFleet:
@@ -147,6 +158,19 @@ func (c *campaign) execute(ctx context.Context, a schedule.Action) string {
 		return c.recreate(ctx, f, a.Value)
 	}
 	return "unknown action"
+}
+
+// restartAPIServer restarts kube-apiserver and returns once it serves again; actions due in
+// the meantime run after it. It runs in the campaign's context, not the storm's, so a
+// violation that stops the storm still finds a serving API server for the report.
+func (c *campaign) restartAPIServer() string {
+	end := c.mon.addAPIRestart()
+	r, err := c.cluster.RestartAPIServer(c.runCtx)
+	end()
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return fmt.Sprintf("stopped in %s, serving again %s after the SIGTERM", r.Stopped.Round(100*time.Millisecond), r.Down.Round(100*time.Millisecond))
 }
 
 // memberFault resolves the action's member among the fleet's Pods and injects the fault,
@@ -263,4 +287,8 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+func clientRawMerge(patch string) client.Patch {
+	return client.RawPatch(types.MergePatchType, []byte(patch))
 }

@@ -59,19 +59,23 @@ const (
 
 // campaign is one run.
 type campaign struct {
-	seed      int64
-	cfg       schedule.Config
-	fleets    []*campaignFleet
-	cs        kubernetes.Interface
-	dyn       dynamic.Interface
-	cl        client.Client
-	faults    *localcluster.Faults
-	ops       *operators
-	mon       *monitor
+	seed    int64
+	cfg     schedule.Config
+	fleets  []*campaignFleet
+	cs      kubernetes.Interface
+	dyn     dynamic.Interface
+	cl      client.Client
+	faults  *localcluster.Faults
+	ops     *operators
+	mon     *monitor
+	cluster *localcluster.Cluster
+	// runCtx outlives the storm: an API server restart the storm started finishes in it.
+	runCtx    context.Context
 	log       *operatorLog
 	dir       string
 	openers   map[int]func()
 	unhealthy map[int]string
+	stops     map[int]chan struct{} // a full stop's scaling, by its action's Seq
 
 	mu      sync.Mutex
 	actions []string
@@ -101,7 +105,11 @@ func (c *campaign) actionLog() []string {
 func TestCampaign(t *testing.T) {
 	seed := envSeed(t)
 	duration := envDuration(t, "CELLD_CHAOS_DURATION", 3*time.Minute)
-	fmt.Printf("chaos: seed %d, storm %s (replay: make test-chaos SEED=%d DURATION=%s)\n", seed, duration, seed, duration)
+	weights, err := schedule.ParseWeights(os.Getenv("CELLD_CHAOS_WEIGHTS"), schedule.DefaultWeights)
+	if err != nil {
+		t.Fatalf("CELLD_CHAOS_WEIGHTS: %v", err)
+	}
+	fmt.Printf("chaos: seed %d, storm %s (replay: %s)\n", seed, duration, replayCommand(seed, duration, weights))
 	root, err := localcluster.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +145,7 @@ func TestCampaign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.cfg.Weights, c.runCtx = weights, ctx
 	stormCtx, stopStorm := context.WithCancel(ctx)
 	defer stopStorm()
 	c.mon = newMonitor(stopStorm)
@@ -220,8 +229,8 @@ func newCampaign(seed int64, duration time.Duration, cluster *localcluster.Clust
 	}
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	c := &campaign{
-		seed: seed, cs: cs, dyn: dynamic.NewForConfigOrDie(cfg), cl: cl, faults: localcluster.NewFaults(cs), dir: dir,
-		openers: map[int]func(){}, unhealthy: map[int]string{},
+		seed: seed, cluster: cluster, cs: cs, dyn: dynamic.NewForConfigOrDie(cfg), cl: cl, faults: localcluster.NewFaults(cs), dir: dir,
+		openers: map[int]func(){}, unhealthy: map[int]string{}, stops: map[int]chan struct{}{},
 	}
 	layouts := []struct {
 		fleet  schedule.Fleet
@@ -244,6 +253,9 @@ func newCampaign(seed int64, duration time.Duration, cluster *localcluster.Clust
 	// outlast the replacement delay (20 s), so both the force-delete and the replacement paths
 	// are exercised; shorter holds test a fault that heals before the operator acts.
 	c.cfg.MinHold, c.cfg.MaxHold = 5*time.Second, 45*time.Second
+	// An API server restart takes 10-20 s on an idle machine, 35 s on a loaded one; the
+	// runner waits for it to serve again before it plays the next action.
+	c.cfg.APIRestartQuiet = 40 * time.Second
 	return c, nil
 }
 
@@ -389,6 +401,13 @@ func (c *campaign) converge(ctx context.Context) error {
 		if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
 			return fmt.Errorf("PDB %s/%s maxUnavailable is %v, not the rendered 1", f.ns, f.spec.Name, pdb.Spec.MaxUnavailable)
 		}
+		// every routing-on was closed by its routing-off: the route and its policy are pruned
+		if _, err := c.dyn.Resource(schemaGVR("gateway.networking.k8s.io", "httproutes")).Namespace(f.ns).Get(ctx, f.spec.Name+"-routing", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("HTTPRoute %s/%s-routing outlived the fleet's routing (%v)", f.ns, f.spec.Name, err)
+		}
+		if err := c.cl.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: f.spec.Name + "-routing"}, &networkingv1.NetworkPolicy{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("NetworkPolicy %s/%s-routing outlived the fleet's routing (%v)", f.ns, f.spec.Name, err)
+		}
 		fl := &v1.CelldFleet{}
 		if err := c.cl.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: f.spec.Name}, fl); err != nil {
 			return err
@@ -410,8 +429,8 @@ func (c *campaign) converge(ctx context.Context) error {
 // minute of operator log.
 func (c *campaign) report(reason string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nCHAOS CAMPAIGN FAILED, seed %d\n%s\n\nreplay: make test-chaos SEED=%d DURATION=%s\nartifacts: %s\n\n",
-		c.seed, reason, c.seed, c.cfg.Duration, c.dir)
+	fmt.Fprintf(&b, "\nCHAOS CAMPAIGN FAILED, seed %d\n%s\n\nreplay: %s\nartifacts: %s\n\n",
+		c.seed, reason, replayCommand(c.seed, c.cfg.Duration, c.cfg.Weights), c.dir)
 	b.WriteString("action log:\n")
 	for _, l := range c.actionLog() {
 		b.WriteString("  " + l + "\n")
@@ -439,8 +458,35 @@ func (c *campaign) summary(executed int) {
 	fmt.Fprintf(&b, "  judgements where the operator had a member down while a fault had another down (allowed, counted): %d\n", c.mon.opDownSeen)
 	fmt.Fprintf(&b, "  claim deletes justified by the operator's log only, no event (see docs/reliability.md): %d\n", c.mon.eventless)
 	c.mon.mu.Unlock()
+	if exits := c.ops.Exits(); len(exits) > 0 {
+		var at []string
+		for _, e := range exits {
+			at = append(at, fmt.Sprintf("r%d %s (%s)", e.Replica, e.At.Format("15:04:05"), e.Err))
+		}
+		fmt.Fprintf(&b, "  replica processes that exited on their own and were restarted: %d: %s\n", len(exits), strings.Join(at, ", "))
+	}
+	c.mon.mu.Lock()
+	if d := c.mon.diagnostics(); d != "" {
+		b.WriteString("what the monitor saw of the API server, its watches and the Nodes:\n" + d)
+	}
+	c.mon.mu.Unlock()
 	fmt.Print(b.String())
 	_ = os.WriteFile(filepath.Join(c.dir, "summary.txt"), []byte(b.String()+"\n"+strings.Join(c.actionLog(), "\n")+"\n"), 0o644)
+}
+
+// replayCommand is the make invocation that plays the same storm.
+func replayCommand(seed int64, duration time.Duration, weights map[schedule.Kind]int) string {
+	cmd := fmt.Sprintf("make test-chaos SEED=%d DURATION=%s", seed, duration)
+	var changed []string
+	for _, k := range schedule.Kinds {
+		if weights[k] != schedule.DefaultWeights[k] {
+			changed = append(changed, fmt.Sprintf("%s=%d", k, weights[k]))
+		}
+	}
+	if len(changed) > 0 {
+		cmd += " WEIGHTS=" + strings.Join(changed, ",")
+	}
+	return cmd
 }
 
 func formatChecks(m map[string]int) string {

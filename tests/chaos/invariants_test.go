@@ -12,10 +12,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -29,6 +31,7 @@ const (
 	ruleOwnership   = "d: reservations kept and bound, only the fleet's objects modified"
 	ruleSecrets     = "e: no Secret value in a log, event or status"
 	ruleConvergence = "f: Ready after the storm, deleted fleets released"
+	ruleFullStop    = "g: a full stop returns at the declared count in one step"
 )
 
 // Grace periods of the continuous checks, each the time a watch or a controller needs to see
@@ -55,8 +58,13 @@ type fleetView struct {
 	members   *memberState
 	pods      map[string]memberPod
 	twoDownAt time.Time
+	verifying bool      // a fresh read of its Pods and workload is on its way
+	verified  bool      // judging on a fresh read
 	lastFresh time.Time // last claim delete that was not of a Lost claim, outside deletion
 	lostClaim map[string]bool
+	declared  int                  // the fleet's spec.replicas
+	claims    map[string]claimView // the namespace's claims, by name
+	stop      *fullStopView        // the full stop in progress, if any (fullstop_test.go)
 }
 
 // pendingJustification is a claim delete waiting for its replacement event.
@@ -82,10 +90,19 @@ type monitor struct {
 	opDownSeen int // times the operator took a member down while a fault had another down
 	violation  string
 	onViolate  func()
+
+	// apiserver_test.go: API server restarts, fresh reads, Node readiness
+	cs             kubernetes.Interface
+	apiRestarts    []*apiRestart
+	fresh          int // rule a judgements made on a fresh read
+	restartExcused int // rule a judgements that excused a restart's marks
+	nodeReady      map[string]corev1.ConditionStatus
+	nodeLog        []string
 }
 
 func newMonitor(onViolate func()) *monitor {
-	return &monitor{fleets: map[string]*fleetView{}, secrets: map[string]string{}, checks: map[string]int{}, onViolate: onViolate}
+	return &monitor{fleets: map[string]*fleetView{}, secrets: map[string]string{}, checks: map[string]int{}, onViolate: onViolate,
+		nodeReady: map[string]corev1.ConditionStatus{}}
 }
 
 // violate records the first violation. Caller holds mu.
@@ -94,6 +111,9 @@ func (m *monitor) violate(rule, format string, args ...any) {
 		return
 	}
 	m.violation = fmt.Sprintf("[%s] at %s: %s", rule, time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	if d := m.diagnostics(); d != "" {
+		m.violation += "\n\nwhat the monitor saw:\n" + d
+	}
 	go m.onViolate()
 }
 
@@ -117,7 +137,8 @@ func (m *monitor) Checks() map[string]int {
 func (m *monitor) addFleet(ns, name string, stateful bool, secret string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.fleets[ns] = &fleetView{ns: ns, name: name, stateful: stateful, uids: map[string]bool{}, pods: map[string]memberPod{}, lostClaim: map[string]bool{}}
+	m.fleets[ns] = &fleetView{ns: ns, name: name, stateful: stateful, uids: map[string]bool{}, pods: map[string]memberPod{}, lostClaim: map[string]bool{},
+		claims: map[string]claimView{}}
 	m.secrets[secret] = ns
 }
 
@@ -155,12 +176,14 @@ func (m *monitor) setCordon(on bool) {
 
 // start runs the informers behind the continuous checks until ctx ends.
 func (m *monitor) start(ctx context.Context, c *campaign) error {
+	m.cs = c.cs
 	f := informers.NewSharedInformerFactory(c.cs, 0)
 	pods := f.Core().V1().Pods().Informer()
 	claims := f.Core().V1().PersistentVolumeClaims().Informer()
 	sts := f.Apps().V1().StatefulSets().Informer()
 	deps := f.Apps().V1().Deployments().Informer()
 	events := f.Events().V1().Events().Informer()
+	nodes := f.Core().V1().Nodes().Informer()
 	df := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 0)
 	fleets := df.ForResource(v1.GroupVersion.WithResource("celldfleets")).Informer()
 	reservations := df.ForResource(v1.GroupVersion.WithResource("celldstoragereservations")).Informer()
@@ -183,7 +206,7 @@ func (m *monitor) start(ctx context.Context, c *campaign) error {
 		fn  func(old, obj any, deleted bool)
 	}{
 		{fleets, m.onFleet}, {pods, m.onPod}, {sts, m.onWorkload}, {deps, m.onWorkload},
-		{claims, m.onClaim}, {events, m.onEvent}, {reservations, m.onReservation},
+		{claims, m.onClaim}, {events, m.onEvent}, {reservations, m.onReservation}, {nodes, m.onNode},
 	} {
 		if err := handle(h.inf, h.fn); err != nil {
 			return err
@@ -191,7 +214,7 @@ func (m *monitor) start(ctx context.Context, c *campaign) error {
 	}
 	f.Start(ctx.Done())
 	df.Start(ctx.Done())
-	for _, inf := range []cache.SharedIndexInformer{pods, claims, sts, deps, events, fleets, reservations} {
+	for _, inf := range []cache.SharedIndexInformer{pods, claims, sts, deps, events, fleets, reservations, nodes} {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("informer caches did not sync")
 		}
@@ -213,6 +236,7 @@ func (m *monitor) tick(ctx context.Context) {
 		m.mu.Lock()
 		for _, f := range m.fleets {
 			m.judgeMembers(f)
+			m.judgeFullStartDue(f, time.Now())
 		}
 		m.judgePending()
 		m.mu.Unlock()
@@ -250,9 +274,13 @@ func (m *monitor) onFleet(_, obj any, deleted bool) {
 		}
 		f.uid, f.uids[uid] = uid, true
 		f.members, f.pods, f.twoDownAt, f.lastFresh = newMemberState(f.stateful), map[string]memberPod{}, time.Time{}, time.Time{}
-		f.paused, f.pausedAt = false, time.Time{}
+		f.paused, f.pausedAt, f.stop = false, time.Time{}, nil
 	}
 	f.deleting = fl.DeletionTimestamp != nil
+	f.declared = 3
+	if fl.Spec.Replicas != nil {
+		f.declared = int(*fl.Spec.Replicas)
+	}
 	paused := fl.Spec.Maintenance != nil && fl.Spec.Maintenance.Paused
 	if paused && !f.paused {
 		f.pausedAt = time.Now()
@@ -303,7 +331,44 @@ func memberPodOf(f *fleetView, p *corev1.Pod) memberPod {
 		}
 	}
 	mp.serving = ready && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
+	if !mp.serving {
+		mp.detail = podDetail(p)
+		mp.nodeMarkedAt = nodeMarkedAt(p)
+	}
 	return mp
+}
+
+// podDetail is what the report says of a Pod that does not serve: which Pod (UID), its phase,
+// its Ready condition, and the last writer of its status (the celld simulator stands for the
+// kubelet's prober; kube-controller-manager marks Pods of a NotReady node).
+func podDetail(p *corev1.Pod) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "uid=%s phase=%s", shortUID(string(p.UID)), p.Status.Phase)
+	if p.DeletionTimestamp != nil {
+		fmt.Fprintf(&b, " deleting-since=%s", p.DeletionTimestamp.Format("15:04:05"))
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			fmt.Fprintf(&b, " Ready=%s(%s) at %s", c.Status, c.Reason, c.LastTransitionTime.Format("15:04:05"))
+		}
+	}
+	var last metav1.ManagedFieldsEntry
+	for _, mf := range p.ManagedFields {
+		if mf.Subresource == "status" && mf.Time != nil && (last.Time == nil || !mf.Time.Before(last.Time)) {
+			last = mf
+		}
+	}
+	if last.Time != nil {
+		fmt.Fprintf(&b, " status-by=%s at %s", last.Manager, last.Time.Format("15:04:05"))
+	}
+	return b.String()
+}
+
+func shortUID(uid string) string {
+	if len(uid) > 8 {
+		return uid[:8]
+	}
+	return uid
 }
 
 func (m *monitor) onWorkload(_, obj any, deleted bool) {
@@ -347,7 +412,20 @@ func (m *monitor) judgeMembers(f *fleetView) {
 	pods := f.podList()
 	down := f.members.observe(pods)
 	now := time.Now()
-	excused := openFaults(m.faults, f.uid, now, len(down))
+	// members the node lifecycle controller marked after an API server restart
+	// (apiserver_test.go) are excused one by one; the fault entries excuse others
+	marked := m.restartDown(f.stateful, pods, down)
+	if len(marked) > 0 {
+		m.restartExcused++
+	}
+	var rest []string
+	for _, d := range down {
+		if !marked[d] {
+			rest = append(rest, d)
+		}
+	}
+	excused := openFaults(m.faults, f.uid, now, len(down), marked)
+	down = rest
 	cordoned := 0
 	if m.cordonOpen || now.Sub(m.cordonEnd) < effectLatency {
 		for _, p := range pods {
@@ -368,10 +446,19 @@ func (m *monitor) judgeMembers(f *fleetView) {
 		f.twoDownAt = now
 		return
 	}
-	if now.Sub(f.twoDownAt) >= confirmDown {
-		m.violate(ruleMembers, "fleet %s/%s had %d members down for %s, %d of them not excused by a fault (open faults %d, unschedulable in a cordoned zone %d); down: %v; pods: %s",
-			f.ns, f.name, len(down), now.Sub(f.twoDownAt).Round(time.Millisecond), byOperator, excused, cordoned, down, describePods(pods))
+	if now.Sub(f.twoDownAt) < confirmDown {
+		return
 	}
+	if m.reconnecting(now) && !f.verified {
+		// the watches may still be resuming after an API server restart: judge a fresh read
+		if !f.verifying && m.cs != nil {
+			f.verifying = true
+			go m.verifyMembers(f.ns, f.name, f.uid, f.stateful)
+		}
+		return
+	}
+	m.violate(ruleMembers, "fleet %s/%s had %d members down for %s, not excused by a fault (open faults %d, unschedulable in a cordoned zone %d, marked NotReady by the node controller after an API server restart %d); down and not so marked: %v; pods: %s",
+		f.ns, f.name, byOperator, now.Sub(f.twoDownAt).Round(time.Millisecond), excused, cordoned, len(marked)/2, down, describePods(pods))
 }
 
 func describePods(pods []memberPod) string {
@@ -388,6 +475,9 @@ func describePods(pods []memberPod) string {
 		default:
 			s += "=not-ready"
 		}
+		if p.detail != "" {
+			s += " [" + p.detail + "]"
+		}
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, " ")
@@ -395,12 +485,21 @@ func describePods(pods []memberPod) string {
 
 func (m *monitor) onClaim(_, obj any, deleted bool) {
 	c, ok := obj.(*corev1.PersistentVolumeClaim)
-	if !ok || deleted {
+	if !ok {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if f := m.fleets[c.Namespace]; f != nil && c.Status.Phase == corev1.ClaimLost {
+	f := m.fleets[c.Namespace]
+	if f == nil {
+		return
+	}
+	if deleted {
+		delete(f.claims, c.Name)
+		return
+	}
+	f.claims[c.Name] = claimView{owner: c.Labels[v1.LabelFleetUID], terminating: c.DeletionTimestamp != nil}
+	if c.Status.Phase == corev1.ClaimLost {
 		f.lostClaim[c.Name] = true
 	}
 }
@@ -515,6 +614,9 @@ func (m *monitor) onWrite(w writeRecord) {
 	}
 	if base == "persistentvolumeclaims" && w.Method == "DELETE" {
 		m.judgeClaimDelete(f, w)
+	}
+	if (base == "statefulsets" || base == "deployments") && w.Name == f.name && w.Replicas != nil && w.Method != "DELETE" {
+		m.judgeFullStart(f, w)
 	}
 }
 

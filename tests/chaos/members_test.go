@@ -1,12 +1,20 @@
 package chaos
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
 // The member rule (invariant a): the operator never takes a second member of a fleet down
@@ -24,6 +32,11 @@ type memberPod struct {
 	serving       bool
 	unschedulable bool
 	terminating   bool
+	// detail says why a member does not serve, for the violation report: its UID, the Ready
+	// condition and who last wrote the Pod's status.
+	detail string
+	// nodeMarkedAt: when the node lifecycle controller marked it not Ready (apiserver_test.go)
+	nodeMarkedAt time.Time
 }
 
 // memberState is one fleet's member bookkeeping, fed by the Pod and workload watches.
@@ -134,8 +147,9 @@ type faultEntry struct {
 const effectLatency = 5 * time.Second
 
 // openFaults counts the distinct targets of a fleet's entries still in force, and closes the
-// entries that have ended when the fleet has no member down.
-func openFaults(entries []*faultEntry, fleet string, now time.Time, downNow int) int {
+// entries that have ended when the fleet has no member down. An entry whose Pod is excused
+// otherwise (skip holds "pod:NAME") does not count: one member is never excused twice.
+func openFaults(entries []*faultEntry, fleet string, now time.Time, downNow int, skip map[string]bool) int {
 	keys := map[string]bool{}
 	for _, e := range entries {
 		if e.fleet != fleet || e.closed {
@@ -145,9 +159,25 @@ func openFaults(entries []*faultEntry, fleet string, now time.Time, downNow int)
 			e.closed = true
 			continue
 		}
+		if pod := podOfKey(e.key); pod != "" && skip["pod:"+pod] {
+			continue
+		}
 		keys[e.key] = true
 	}
 	return len(keys)
+}
+
+// podOfKey returns the Pod a fault entry names ("pod:NAME", "node:NODE/NAME"), or "".
+func podOfKey(key string) string {
+	if pod, ok := strings.CutPrefix(key, "pod:"); ok {
+		return pod
+	}
+	if rest, ok := strings.CutPrefix(key, "node:"); ok {
+		if _, pod, ok := strings.Cut(rest, "/"); ok {
+			return pod
+		}
+	}
+	return ""
 }
 
 func TestAStatefulMemberIsDownOnlyOnceItServed(t *testing.T) {
@@ -209,13 +239,16 @@ func TestFaultEntriesExcuseOneMemberEachUntilTheFleetIsWholeAgain(t *testing.T) 
 		{fleet: "u", key: "node:n1/f-2", started: t0},
 		{fleet: "other", key: "pod:g-0", started: t0, ended: t0},
 	}
-	if got := openFaults(entries, "u", t0.Add(time.Second), 2); got != 2 {
+	if got := openFaults(entries, "u", t0.Add(time.Second), 2, nil); got != 2 {
 		t.Fatalf("want 2 distinct targets in force, got %d", got)
 	}
 	if got := operatorDown(3, 2, 0); got != 1 {
 		t.Fatalf("three down, two excused: want 1 by the operator, got %d", got)
 	}
-	if got := openFaults(entries, "u", t0.Add(effectLatency), 0); got != 1 {
+	if got := openFaults(entries, "u", t0.Add(time.Second), 2, map[string]bool{"pod:f-2": true}); got != 1 {
+		t.Fatalf("a member excused otherwise is not excused again by its fault entry: got %d", got)
+	}
+	if got := openFaults(entries, "u", t0.Add(effectLatency), 0, nil); got != 1 {
 		t.Fatalf("ended entries close once the fleet is whole, the open node failure stays: got %d", got)
 	}
 	if !entries[0].closed || entries[2].closed {
@@ -347,5 +380,65 @@ func TestTheMonitorFailsTwoMembersDownByTheOperatorOnlyOnceConfirmed(t *testing.
 	m.judgeMembers(f)
 	if m.Violation() != "" {
 		t.Fatalf("a member a fault took down is excluded: %s", m.Violation())
+	}
+}
+
+func TestALeaseReleasedOnAGracefulStopHandsNothingOver(t *testing.T) {
+	encode := func(holder *string, mediaType string) []byte {
+		l := &coordinationv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: holder}}
+		info, ok := runtime.SerializerInfoForMediaType(clientgoscheme.Codecs.SupportedMediaTypes(), mediaType)
+		if !ok {
+			t.Fatalf("no serializer for %s", mediaType)
+		}
+		var b bytes.Buffer
+		if err := clientgoscheme.Codecs.EncoderForVersion(info.Serializer, coordinationv1.SchemeGroupVersion).Encode(l, &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	holder, none := "host_1234", ""
+	for _, mt := range []string{runtime.ContentTypeJSON, runtime.ContentTypeProtobuf} {
+		if !leaseHeld(encode(&holder, mt)) {
+			t.Fatalf("%s: a Lease naming a holder is held", mt)
+		}
+		if leaseHeld(encode(&none, mt)) || leaseHeld(encode(nil, mt)) {
+			t.Fatalf("%s: a released Lease must not count as a handoff", mt)
+		}
+	}
+	if leaseHeld([]byte("not a Lease")) {
+		t.Fatal("garbage is not a held Lease")
+	}
+}
+
+// encodeAs encodes obj as the API server answers in mediaType.
+func encodeAs(t *testing.T, obj runtime.Object, gv schema.GroupVersion, mediaType string) []byte {
+	t.Helper()
+	info, ok := runtime.SerializerInfoForMediaType(clientgoscheme.Codecs.SupportedMediaTypes(), mediaType)
+	if !ok {
+		t.Fatalf("no serializer for %s", mediaType)
+	}
+	var b bytes.Buffer
+	if err := clientgoscheme.Codecs.EncoderForVersion(info.Serializer, gv).Encode(obj, &b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestTheRecorderReadsProtobufAndJSONAnswers(t *testing.T) {
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "pf", Labels: map[string]string{"celld.eric.dev/fleet-uid": "u1"}},
+		Spec: appsv1.StatefulSetSpec{Replicas: new(int32(4))}}
+	for _, mt := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
+		kind, labels, replicas := decodeAnswer(encodeAs(t, sts, appsv1.SchemeGroupVersion, mt))
+		if kind != "StatefulSet" || labels["celld.eric.dev/fleet-uid"] != "u1" || replicas == nil || *replicas != 4 {
+			t.Fatalf("%s: read %q %v %v; rule d and g judge nothing they cannot read", mt, kind, labels, replicas)
+		}
+	}
+	kind, labels, _ := decodeAnswer([]byte(`{"apiVersion":"celld.eric.dev/v1alpha1","kind":"CelldFleet","metadata":{"labels":{"a":"b"}}}`))
+	if kind != "CelldFleet" || labels["a"] != "b" {
+		t.Fatalf("a custom resource's JSON answer: %q %v", kind, labels)
+	}
+	status := encodeAs(t, &metav1.Status{Status: metav1.StatusSuccess}, schema.GroupVersion{Version: "v1"}, runtime.ContentTypeProtobuf)
+	if kind, _, _ := decodeAnswer(status); kind != "Status" {
+		t.Fatalf("a Status answer reads as %q", kind)
 	}
 }

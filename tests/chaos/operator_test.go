@@ -20,7 +20,12 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -60,7 +65,8 @@ type writeRecord struct {
 	// Labels and Kind are from the object the API server answered with (none for a Status).
 	Kind   string            `json:"kind,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
-	Force  bool              `json:"force,omitempty"`
+	// Replicas is the answered object's spec.replicas (a workload or its scale), if any.
+	Replicas *int32 `json:"replicas,omitempty"`
 }
 
 // operators runs the replicas and their proxies.
@@ -81,6 +87,7 @@ type operators struct {
 	lastLease map[int]time.Time
 	handoffs  []handoff
 	kills     int
+	exits     []exit
 }
 
 type replica struct {
@@ -89,7 +96,19 @@ type replica struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	stopped bool // by the campaign: not restarted by exit
+	// startedAt and backoff: a replica that exits on its own soon after its start (the API
+	// server is still away) waits twice as long before the next start, as a kubelet's
+	// CrashLoopBackOff does, from restartDelay up to maxCrashBackoff.
+	startedAt time.Time
+	backoff   time.Duration
 }
+
+// maxCrashBackoff caps the wait before restarting a replica that keeps exiting on its own;
+// the kubelet's cap is 5 minutes, far longer than an API server restart in the campaign.
+const maxCrashBackoff = 16 * time.Second
+
+// crashLoopWindow: a replica that exits on its own within this of its start is crash-looping.
+const crashLoopWindow = 10 * time.Second
 
 // handoff is one leader change the campaign caused: from the kill or stop to the next lease
 // write by another replica.
@@ -170,12 +189,54 @@ func (o *operators) start(r *replica) error {
 		return fmt.Errorf("start operator replica %d: %w", r.id, err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	o.mu.Lock()
-	r.cmd, r.done, r.stopped = cmd, done, false
+	r.cmd, r.done, r.stopped, r.startedAt = cmd, done, false, time.Now()
 	o.mu.Unlock()
 	o.log.note(r.id, "started, pid %d", cmd.Process.Pid)
+	go o.supervise(r, cmd, done)
 	return nil
+}
+
+// supervise waits for one process of replica r and, when it exited on its own (the campaign
+// neither killed nor stopped it), restarts it after restartDelay as the chart's Deployment
+// would. A replica exits on its own when it loses the lease it held (the API server was
+// away longer than the renew deadline): that is the operator's designed reaction, so the
+// campaign counts it and brings the replica back.
+func (o *operators) supervise(r *replica, cmd *exec.Cmd, done chan struct{}) {
+	err := cmd.Wait()
+	close(done)
+	o.mu.Lock()
+	own := r.cmd == cmd
+	var delay time.Duration
+	if own {
+		r.cmd = nil
+		delete(o.lastLease, r.id)
+		o.exits = append(o.exits, exit{Replica: r.id, At: time.Now(), Err: fmt.Sprint(err)})
+		delay = restartDelay
+		if time.Since(r.startedAt) < crashLoopWindow && r.backoff > 0 {
+			delay = min(2*r.backoff, maxCrashBackoff)
+		}
+		r.backoff = delay
+	}
+	o.mu.Unlock()
+	if own && o.ctx.Err() == nil {
+		o.log.note(r.id, "exited on its own (%v); restarting it in %s", err, delay)
+		go o.restartAfter(o.ctx, r, delay)
+	}
+}
+
+// exit is a replica process that ended without the campaign asking.
+type exit struct {
+	Replica int
+	At      time.Time
+	Err     string
+}
+
+// Exits returns the replica processes that ended on their own so far.
+func (o *operators) Exits() []exit {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]exit(nil), o.exits...)
 }
 
 // leader is the replica that last renewed the lease within its duration, or, when none holds
@@ -273,10 +334,14 @@ func (o *operators) kill(ctx context.Context, r *replica, cause string) {
 }
 
 func (o *operators) restartLater(ctx context.Context, r *replica) {
+	o.restartAfter(ctx, r, restartDelay)
+}
+
+func (o *operators) restartAfter(ctx context.Context, r *replica, delay time.Duration) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(restartDelay):
+	case <-time.After(delay):
 	}
 	o.mu.Lock()
 	if r.cmd != nil {
@@ -364,12 +429,19 @@ func (rc recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	rec.Namespace, rec.Resource, rec.Name = parsePath(req.URL.Path)
 	if strings.HasSuffix(rec.Path, "/leases/"+leaseName) {
 		// a killed replica's last renewal may still complete upstream: it holds nothing
-		if resp.StatusCode < 300 && req.Context().Err() == nil {
+		if resp.StatusCode >= 300 || req.Context().Err() != nil {
+			return resp, err
+		}
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		// a graceful stop's release writes the Lease with no holder: that hands nothing over
+		if rerr == nil && leaseHeld(body) {
 			rc.o.mu.Lock()
 			rc.o.lastLease[rc.replica] = rec.At
 			rc.o.mu.Unlock()
 		}
-		return resp, err
+		return resp, nil
 	}
 	if resp.StatusCode >= 300 {
 		return resp, err
@@ -378,21 +450,7 @@ func (rc recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if rerr == nil {
-		var meta struct {
-			Kind     string `json:"kind"`
-			Metadata struct {
-				Labels map[string]string `json:"labels"`
-			} `json:"metadata"`
-		}
-		if json.Unmarshal(body, &meta) == nil {
-			rec.Kind, rec.Labels = meta.Kind, meta.Metadata.Labels
-		}
-	}
-	if req.Method == http.MethodDelete && req.Body != nil && req.GetBody != nil {
-		if b, err := req.GetBody(); err == nil {
-			raw, _ := io.ReadAll(b)
-			rec.Force = bytes.Contains(raw, []byte(`"gracePeriodSeconds":0`))
-		}
+		rec.Kind, rec.Labels, rec.Replicas = decodeAnswer(body)
 	}
 	rc.o.onWrite(rec)
 	if req.Method == http.MethodDelete && killsOnDelete(rec) {
@@ -411,6 +469,46 @@ func (rc recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// decodeAnswer reads the kind, labels and spec.replicas of the object the API server answered
+// a write with. controller-runtime's client asks for protobuf for the built-in kinds (Pods,
+// claims, workloads, Services, policies) and JSON for custom resources, so both are read; an
+// answer neither can read leaves kind empty.
+func decodeAnswer(body []byte) (kind string, labels map[string]string, replicas *int32) {
+	obj, gvk, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	if err == nil && gvk != nil {
+		if acc, aerr := apimeta.Accessor(obj); aerr == nil {
+			labels = acc.GetLabels()
+		}
+		switch o := obj.(type) {
+		case *appsv1.StatefulSet:
+			replicas = o.Spec.Replicas
+		case *appsv1.Deployment:
+			replicas = o.Spec.Replicas
+		case *autoscalingv1.Scale:
+			replicas = &o.Spec.Replicas
+		}
+		return gvk.Kind, labels, replicas
+	}
+	var answer struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(body, &answer) == nil {
+		return answer.Kind, answer.Metadata.Labels, nil
+	}
+	return "", nil, nil
+}
+
+// leaseHeld reports whether a Lease the API server answered (JSON or protobuf: client-go's
+// leader election asks for protobuf) names a holder.
+func leaseHeld(body []byte) bool {
+	obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	l, ok := obj.(*coordinationv1.Lease)
+	return err == nil && ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
 }
 
 // killsOnDelete: the deletes an armed kill waits for.

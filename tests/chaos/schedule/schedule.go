@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -30,6 +31,11 @@ const (
 	RogueWorkload      Kind = "rogue-workload-edit"
 	RogueNetworkPolicy Kind = "rogue-networkpolicy-edit"
 	RoguePDB           Kind = "rogue-pdb-edit"
+	// RestartAPIServer stops kube-apiserver and starts it again with the same flags: every
+	// client's requests fail and its watches end until it is back (about half a minute).
+	// Nothing else is drawn inside Config.APIRestartQuiet after it; a closer that falls there
+	// runs once the API server answers again.
+	RestartAPIServer Kind = "restart-apiserver"
 )
 
 // Operator faults: the operator process itself.
@@ -52,6 +58,16 @@ const (
 	ScaleIn      Kind = "scale-in"
 	Pause        Kind = "pause"
 	Unpause      Kind = "unpause"
+	// FullStop is the documented full stop: pause the fleet, then scale its workload to zero
+	// by hand once the pause is in force. The FullStart that always follows unpauses it and
+	// sets a new runtime image in the same change; every member must return at the declared
+	// count in one step (on its own disk, for a PersistentFleet).
+	FullStop  Kind = "full-stop"
+	FullStart Kind = "full-start"
+	// RoutingOn routes the fleet through a Gateway (an HTTPRoute and a routing NetworkPolicy,
+	// no member restarted); the RoutingOff that always follows removes the routing again.
+	RoutingOn  Kind = "routing-on"
+	RoutingOff Kind = "routing-off"
 	// DeleteFleet deletes the fleet; the Recreate that always follows creates it again with
 	// the same name under a new bucket (the old reservation stays bound to the old UID).
 	DeleteFleet Kind = "delete-fleet"
@@ -61,14 +77,16 @@ const (
 // Kinds lists every kind, openers and closers alike.
 var Kinds = []Kind{
 	FailNode, RecoverNode, LoseVolume, KillMember, UnhealthyOn, UnhealthyOff, CordonZone, UncordonZone,
-	DeleteMemberPod, DeleteClaim, RogueWorkload, RogueNetworkPolicy, RoguePDB,
+	DeleteMemberPod, DeleteClaim, RogueWorkload, RogueNetworkPolicy, RoguePDB, RestartAPIServer,
 	KillLeader, KillLeaderOnDelete, StopLeader,
-	RestartToken, RuntimeImage, ScaleOut, ScaleIn, Pause, Unpause, DeleteFleet, Recreate,
+	RestartToken, RuntimeImage, ScaleOut, ScaleIn, Pause, Unpause, FullStop, FullStart, RoutingOn, RoutingOff,
+	DeleteFleet, Recreate,
 }
 
 // closer maps an action that opens a state to the action that always closes it later.
 var closer = map[Kind]Kind{
-	FailNode: RecoverNode, UnhealthyOn: UnhealthyOff, CordonZone: UncordonZone, Pause: Unpause, DeleteFleet: Recreate,
+	FailNode: RecoverNode, UnhealthyOn: UnhealthyOff, CordonZone: UncordonZone, Pause: Unpause, FullStop: FullStart,
+	RoutingOn: RoutingOff, DeleteFleet: Recreate,
 }
 
 // IsCloser reports whether k only ever follows its opener (never drawn on its own).
@@ -113,14 +131,19 @@ type Config struct {
 	// MinHold and MaxHold bound how long a fail-node, unhealthy, cordon or pause lasts, and
 	// how long a deleted fleet stays away. Every closer falls before Duration.
 	MinHold, MaxHold time.Duration
+	// APIRestartQuiet is how long after a restart-apiserver no other action is drawn: the
+	// time the API server takes to come back, so that the storm's next actions meet a
+	// serving API server. A restart-apiserver is drawn only if its quiet time ends before
+	// Duration - MaxHold.
+	APIRestartQuiet time.Duration
 }
 
 // DefaultWeights draws faults about twice as often as user changes, operator faults rarely.
 var DefaultWeights = map[Kind]int{
 	FailNode: 3, LoseVolume: 3, KillMember: 6, UnhealthyOn: 4, CordonZone: 2, DeleteMemberPod: 5, DeleteClaim: 2,
-	RogueWorkload: 3, RogueNetworkPolicy: 2, RoguePDB: 2,
+	RogueWorkload: 3, RogueNetworkPolicy: 2, RoguePDB: 2, RestartAPIServer: 1,
 	KillLeader: 2, KillLeaderOnDelete: 2, StopLeader: 1,
-	RestartToken: 3, RuntimeImage: 2, ScaleOut: 2, ScaleIn: 2, Pause: 2, DeleteFleet: 1,
+	RestartToken: 3, RuntimeImage: 2, ScaleOut: 2, ScaleIn: 2, Pause: 2, FullStop: 1, RoutingOn: 2, DeleteFleet: 1,
 }
 
 // Action is one step of the storm. Targets are indexes into the Config; Member is an index
@@ -134,8 +157,8 @@ type Action struct {
 	Member int           `json:"member"`
 	Node   int           `json:"node"` // -1: no node
 	Zone   int           `json:"zone"` // -1: no zone
-	// Value: the new restart token, image digest or replica count, or the recreated fleet's
-	// bucket suffix.
+	// Value: the new restart token, image digest (of a runtime-image or a full-start) or
+	// replica count, or the recreated fleet's bucket suffix.
 	Value string `json:"value,omitempty"`
 	// Closes is the Seq of the opener this action closes, or -1.
 	Closes int `json:"closes"`
@@ -178,6 +201,7 @@ func needsMember(k Kind) bool {
 type fleetState struct {
 	replicas     int
 	pausedUntil  time.Duration // 0: not paused
+	routedUntil  time.Duration // 0: not routed
 	deletedUntil time.Duration // 0: present
 	unhealthy    map[int]time.Duration
 }
@@ -189,6 +213,7 @@ type generator struct {
 	fleets        []fleetState
 	nodeFailedTil time.Duration
 	zoneCordonTil time.Duration
+	apiQuietTil   time.Duration
 	out           []Action
 }
 
@@ -197,10 +222,12 @@ type generator struct {
 //   - at most one node failed and one zone cordoned at a time, each always recovered;
 //   - a pause is always followed by its unpause, a fleet deletion by its re-creation, an
 //     unhealthy member by its healing, all within [MinHold, MaxHold] and before Duration;
-//   - nothing targets a fleet between its deletion and its re-creation, and a paused fleet is
-//     not deleted (so every pause is followed by an unpause of the same fleet);
+//   - nothing targets a fleet between its deletion and its re-creation, and a paused, stopped
+//     or routed fleet is not deleted (so every closer finds the fleet its opener changed);
 //   - scale stays within [MinReplicas, MaxReplicas]; disks are lost or deleted only on
-//     PersistentFleets.
+//     PersistentFleets;
+//   - nothing is drawn within APIRestartQuiet after a restart-apiserver (closers of earlier
+//     openers may fall there: they run once the API server is back).
 func Generate(seed int64, cfg Config) []Action {
 	g := &generator{cfg: cfg, rng: rand.New(rand.NewPCG(uint64(seed), 0x63656c6c64))}
 	for _, f := range cfg.Fleets {
@@ -217,6 +244,9 @@ func Generate(seed int64, cfg Config) []Action {
 	// Drawn actions stop MaxHold before the end so that every closer fits before Duration.
 	last := cfg.Duration - cfg.MaxHold
 	for t := g.gap(); t < last; t += g.gap() {
+		if t < g.apiQuietTil {
+			continue // the API server is restarting
+		}
 		for range 8 { // a kind that has no valid target now is redrawn, a few times
 			if g.draw(t, pick(g.rng, kinds, cfg.Weights, total)) {
 				break
@@ -274,6 +304,11 @@ func (g *generator) hold() time.Duration {
 		return g.cfg.MinHold
 	}
 	return g.cfg.MinHold + time.Duration(g.rng.Int64N(span+1))
+}
+
+// digest is a random sha256 digest of the runtime image, in hex.
+func (g *generator) digest() string {
+	return fmt.Sprintf("%016x%016x%016x%016x", g.rng.Uint64(), g.rng.Uint64(), g.rng.Uint64(), g.rng.Uint64())
 }
 
 func (g *generator) add(a Action) int {
@@ -353,6 +388,12 @@ func (g *generator) draw(t time.Duration, k Kind) bool {
 		g.add(base)
 	case KillLeader, KillLeaderOnDelete, StopLeader:
 		g.add(base)
+	case RestartAPIServer:
+		if g.cfg.APIRestartQuiet <= 0 || t+g.cfg.APIRestartQuiet > g.cfg.Duration-g.cfg.MaxHold {
+			return false
+		}
+		g.apiQuietTil = t + g.cfg.APIRestartQuiet
+		g.add(base)
 	case RestartToken:
 		if base.Fleet = g.liveFleet(t, false, false); base.Fleet < 0 {
 			return false
@@ -363,22 +404,36 @@ func (g *generator) draw(t time.Duration, k Kind) bool {
 		if base.Fleet = g.liveFleet(t, false, false); base.Fleet < 0 {
 			return false
 		}
-		base.Value = fmt.Sprintf("%016x%016x%016x%016x", g.rng.Uint64(), g.rng.Uint64(), g.rng.Uint64(), g.rng.Uint64())
+		base.Value = g.digest()
 		g.add(base)
 	case ScaleOut, ScaleIn:
 		return g.scale(base)
-	case Pause:
+	case Pause, FullStop:
+		// A full stop is a pause too: neither starts on a paused fleet, and a stopped fleet
+		// is not deleted.
 		if base.Fleet = g.liveFleet(t, false, true); base.Fleet < 0 {
 			return false
 		}
 		end := t + g.hold()
 		g.fleets[base.Fleet].pausedUntil = end
 		seq := g.add(base)
-		g.add(Action{At: end, Kind: Unpause, Fleet: base.Fleet, Node: -1, Zone: -1, Closes: seq})
+		closing := Action{At: end, Kind: closer[k], Fleet: base.Fleet, Node: -1, Zone: -1, Closes: seq}
+		if k == FullStop {
+			closing.Value = g.digest()
+		}
+		g.add(closing)
+	case RoutingOn:
+		if base.Fleet = g.liveFleet(t, false, false); base.Fleet < 0 || g.fleets[base.Fleet].routedUntil > t {
+			return false
+		}
+		end := t + g.hold()
+		g.fleets[base.Fleet].routedUntil = end
+		seq := g.add(base)
+		g.add(Action{At: end, Kind: RoutingOff, Fleet: base.Fleet, Node: -1, Zone: -1, Closes: seq})
 	case DeleteFleet:
-		// Not while paused (its unpause must find the same fleet) or while a member is held
-		// unhealthy (its healing must too).
-		if base.Fleet = g.liveFleet(t, false, true); base.Fleet < 0 {
+		// Not while paused (its unpause must find the same fleet), routed, or while a member is
+		// held unhealthy (their closers must find it too).
+		if base.Fleet = g.liveFleet(t, false, true); base.Fleet < 0 || g.fleets[base.Fleet].routedUntil > t {
 			return false
 		}
 		f := &g.fleets[base.Fleet]
@@ -420,4 +475,47 @@ func (g *generator) scale(base Action) bool {
 	base.Value = fmt.Sprint(n)
 	g.add(base)
 	return true
+}
+
+// ParseWeights reads "kind=N,kind=N" over base: each named kind gets weight N (0 leaves it
+// out of the storm); the others keep base's. An unknown kind, a closer or a negative weight is
+// an error. An empty text returns a copy of base.
+func ParseWeights(text string, base map[Kind]int) (map[Kind]int, error) {
+	out := map[Kind]int{}
+	for k, w := range base {
+		out[k] = w
+	}
+	if strings.TrimSpace(text) == "" {
+		return out, nil
+	}
+	for _, item := range strings.Split(text, ",") {
+		name, value, ok := strings.Cut(strings.TrimSpace(item), "=")
+		k := Kind(strings.TrimSpace(name))
+		if !ok || !slices.Contains(Kinds, k) || IsCloser(k) {
+			var kinds []string
+			for _, k := range Kinds {
+				if !IsCloser(k) {
+					kinds = append(kinds, string(k))
+				}
+			}
+			return nil, fmt.Errorf("%q: want KIND=WEIGHT with KIND one of %s", item, strings.Join(kinds, ", "))
+		}
+		w, err := strconv.Atoi(strings.TrimSpace(value))
+		if err != nil || w < 0 {
+			return nil, fmt.Errorf("%q: the weight must be a whole number, 0 or more", item)
+		}
+		out[k] = w
+	}
+	return out, nil
+}
+
+// FormatWeights renders weights as ParseWeights reads them, kinds in Kinds order.
+func FormatWeights(w map[Kind]int) string {
+	var parts []string
+	for _, k := range Kinds {
+		if v, ok := w[k]; ok && !IsCloser(k) {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	return strings.Join(parts, ",")
 }

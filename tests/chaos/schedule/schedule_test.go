@@ -22,6 +22,8 @@ func testConfig() Config {
 		Weights: DefaultWeights,
 		MinHold: 5 * time.Second,
 		MaxHold: 45 * time.Second,
+		// as the campaign sets it
+		APIRestartQuiet: 40 * time.Second,
 	}
 }
 
@@ -63,6 +65,7 @@ func TestEveryScheduleKeepsTheStormMeaningful(t *testing.T) {
 func checkConstraints(cfg Config, actions []Action) error {
 	failed, cordoned := -1, -1
 	paused := map[int]bool{}
+	routed := map[int]bool{}
 	deleted := map[int]bool{}
 	unhealthy := map[[2]int]bool{}
 	replicas := map[int]int{}
@@ -70,7 +73,7 @@ func checkConstraints(cfg Config, actions []Action) error {
 		replicas[i] = f.Replicas
 	}
 	closed := map[int]bool{}
-	var prev time.Duration
+	var prev, apiQuietTil time.Duration
 	for i, a := range actions {
 		if a.Seq != i {
 			return fmt.Errorf("action %d has seq %d", i, a.Seq)
@@ -79,6 +82,9 @@ func checkConstraints(cfg Config, actions []Action) error {
 			return fmt.Errorf("%s: out of order or outside [0, %s]", a.Describe(cfg), cfg.Duration)
 		}
 		prev = a.At
+		if a.At < apiQuietTil && a.Closes < 0 {
+			return fmt.Errorf("%s is drawn while the API server restarts (until t+%s)", a.Describe(cfg), apiQuietTil)
+		}
 		if a.Fleet >= 0 && deleted[a.Fleet] && a.Kind != Recreate {
 			return fmt.Errorf("%s targets a deleted fleet", a.Describe(cfg))
 		}
@@ -105,6 +111,11 @@ func checkConstraints(cfg Config, actions []Action) error {
 			failed = a.Node
 		case RecoverNode:
 			failed = -1
+		case RestartAPIServer:
+			if a.Fleet >= 0 || a.Node >= 0 || a.Zone >= 0 {
+				return fmt.Errorf("%s: an API server restart has no target", a.Describe(cfg))
+			}
+			apiQuietTil = a.At + cfg.APIRestartQuiet
 		case CordonZone:
 			if cordoned >= 0 {
 				return fmt.Errorf("%s while zone %d is cordoned", a.Describe(cfg), cordoned)
@@ -112,20 +123,32 @@ func checkConstraints(cfg Config, actions []Action) error {
 			cordoned = a.Zone
 		case UncordonZone:
 			cordoned = -1
-		case Pause:
+		case Pause, FullStop:
 			if paused[a.Fleet] {
-				return fmt.Errorf("%s: already paused", a.Describe(cfg))
+				return fmt.Errorf("%s: already paused or stopped", a.Describe(cfg))
 			}
 			paused[a.Fleet] = true
 		case Unpause:
 			paused[a.Fleet] = false
+		case FullStart:
+			paused[a.Fleet] = false
+			if len(a.Value) != 64 {
+				return fmt.Errorf("%s: a full start sets a new image digest, got %q", a.Describe(cfg), a.Value)
+			}
 		case UnhealthyOn:
 			unhealthy[[2]int{a.Fleet, a.Member}] = true
 		case UnhealthyOff:
 			delete(unhealthy, [2]int{a.Fleet, a.Member})
+		case RoutingOn:
+			if routed[a.Fleet] {
+				return fmt.Errorf("%s: already routed", a.Describe(cfg))
+			}
+			routed[a.Fleet] = true
+		case RoutingOff:
+			routed[a.Fleet] = false
 		case DeleteFleet:
-			if paused[a.Fleet] {
-				return fmt.Errorf("%s: a paused fleet is deleted, its unpause would find another", a.Describe(cfg))
+			if paused[a.Fleet] || routed[a.Fleet] {
+				return fmt.Errorf("%s: a paused or routed fleet is deleted, its closer would find another", a.Describe(cfg))
 			}
 			for k := range unhealthy {
 				if k[0] == a.Fleet {
@@ -156,9 +179,9 @@ func checkConstraints(cfg Config, actions []Action) error {
 	if failed >= 0 || cordoned >= 0 || len(unhealthy) > 0 {
 		return fmt.Errorf("the storm ends with a fault open")
 	}
-	for f, p := range paused {
-		if p || deleted[f] {
-			return fmt.Errorf("the storm ends with fleet %d paused or deleted", f)
+	for f := range cfg.Fleets {
+		if paused[f] || deleted[f] || routed[f] {
+			return fmt.Errorf("the storm ends with fleet %d paused, deleted or routed", f)
 		}
 	}
 	return nil
@@ -215,5 +238,51 @@ func TestDescribeNamesTheTargets(t *testing.T) {
 	a = Action{Seq: 9, At: time.Minute, Kind: UnhealthyOff, Fleet: 0, Member: 1, Node: -1, Zone: -1, Closes: 3}
 	if got, want := a.Describe(cfg), "#9 t+1m0s unhealthy-off fleet=pf member#1 (closes #3)"; got != want {
 		t.Fatalf("Describe = %q, want %q", got, want)
+	}
+}
+
+func TestParseWeightsOverridesNamedKindsAndRefusesClosersAndUnknownKinds(t *testing.T) {
+	got, err := ParseWeights(" restart-apiserver=20, kill-member=0", DefaultWeights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[RestartAPIServer] != 20 || got[KillMember] != 0 || got[FailNode] != DefaultWeights[FailNode] {
+		t.Fatalf("named kinds take the given weight, the others keep the default: %v", got)
+	}
+	if DefaultWeights[RestartAPIServer] == 20 {
+		t.Fatal("ParseWeights changed its base")
+	}
+	back, err := ParseWeights(FormatWeights(got), nil)
+	if err != nil || !reflect.DeepEqual(back, got) {
+		t.Fatalf("FormatWeights does not round-trip: %v, %v", back, err)
+	}
+	for _, bad := range []string{"unpause=3", "no-such-kind=1", "kill-member", "kill-member=-1", "kill-member=x"} {
+		if _, err := ParseWeights(bad, DefaultWeights); err == nil {
+			t.Errorf("ParseWeights(%q) accepted it", bad)
+		}
+	}
+}
+
+func TestAnAPIServerRestartIsDrawnOnlyWithAQuietTime(t *testing.T) {
+	cfg := testConfig()
+	cfg.Weights = map[Kind]int{RestartAPIServer: 1, KillMember: 1}
+	restarts := 0
+	for seed := range int64(20) {
+		for _, a := range Generate(seed, cfg) {
+			if a.Kind == RestartAPIServer {
+				restarts++
+			}
+		}
+	}
+	if restarts == 0 {
+		t.Fatal("no restart-apiserver drawn in 20 seeds with its weight half the mix")
+	}
+	cfg.APIRestartQuiet = 0
+	for seed := range int64(20) {
+		for _, a := range Generate(seed, cfg) {
+			if a.Kind == RestartAPIServer {
+				t.Fatalf("seed %d drew %s without a quiet time: nothing would wait for the API server", seed, a.Describe(cfg))
+			}
+		}
 	}
 }
