@@ -137,7 +137,11 @@ func (c *campaign) execute(ctx context.Context, a schedule.Action) string {
 	case schedule.ScaleIn, schedule.ScaleOut:
 		return errText(c.patchFleet(ctx, f, fmt.Sprintf(`{"spec":{"replicas":%s}}`, a.Value)))
 	case schedule.Pause:
-		return errText(c.patchFleet(ctx, f, `{"spec":{"maintenance":{"paused":true}}}`))
+		err := c.patchFleet(ctx, f, `{"spec":{"maintenance":{"paused":true}}}`)
+		if err == nil {
+			c.mon.setPaused(f.ns, true)
+		}
+		return errText(err)
 	case schedule.RoutingOn:
 		return errText(c.patchFleet(ctx, f, fmt.Sprintf(`{"spec":{"routing":{"hostnames":["%s.chaos.example.com"],`+
 			`"gateway":{"name":"public","namespace":"edge","sectionName":"https"},"source":{"namespace":"edge","podLabels":{"app":"public-gateway"}}}}}`, f.spec.Name)))
@@ -148,11 +152,15 @@ func (c *campaign) execute(ctx context.Context, a schedule.Action) string {
 	case schedule.FullStart:
 		return c.fullStart(ctx, a, f)
 	case schedule.Unpause:
+		c.mon.setPaused(f.ns, false)
 		return errText(c.patchFleet(ctx, f, `{"spec":{"maintenance":{"paused":false}}}`))
 	case schedule.DeleteFleet:
 		fl := &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.spec.Name}}
 		err := c.cl.Delete(ctx, fl)
 		f.deleted.Store(err == nil)
+		if err == nil {
+			c.mon.setDeleting(f.ns)
+		}
 		return errText(err)
 	case schedule.Recreate:
 		return c.recreate(ctx, f, a.Value)

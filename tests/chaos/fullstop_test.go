@@ -129,6 +129,7 @@ func (c *campaign) fullStop(ctx context.Context, a schedule.Action, f *campaignF
 	if err := c.cl.Patch(ctx, fl, clientRawMerge(`{"spec":{"maintenance":{"paused":true}}}`)); err != nil {
 		return errText(err)
 	}
+	c.mon.setPaused(f.ns, true)
 	done := make(chan struct{})
 	c.stops[a.Seq] = done
 	go func() {
@@ -170,6 +171,7 @@ func (c *campaign) fullStart(ctx context.Context, a schedule.Action, f *campaign
 	}
 	image := corpus.Image[:strings.Index(corpus.Image, "@sha256:")] + "@sha256:" + a.Value
 	c.mon.noteFullStart(f.ns)
+	c.mon.setPaused(f.ns, false)
 	fl := &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.spec.Name}}
 	return errText(c.cl.Patch(ctx, fl, clientRawMerge(fmt.Sprintf(`{"spec":{"maintenance":{"paused":false},"runtimeImage":%q}}`, image))))
 }

@@ -274,14 +274,41 @@ func (m *monitor) onFleet(_, obj any, deleted bool) {
 		}
 		f.uid, f.uids[uid] = uid, true
 		f.members, f.pods, f.twoDownAt, f.lastFresh = newMemberState(f.stateful), map[string]memberPod{}, time.Time{}, time.Time{}
-		f.paused, f.pausedAt, f.stop = false, time.Time{}, nil
+		f.paused, f.pausedAt, f.stop, f.deleting = false, time.Time{}, nil, false
 	}
-	f.deleting = fl.DeletionTimestamp != nil
+	// only ever set here: a late watch after an API server restart must not undo the
+	// campaign's journal of the deletion (setDeleting)
+	if fl.DeletionTimestamp != nil {
+		f.deleting = true
+	}
 	f.declared = 3
 	if fl.Spec.Replicas != nil {
 		f.declared = int(*fl.Spec.Replicas)
 	}
-	paused := fl.Spec.Maintenance != nil && fl.Spec.Maintenance.Paused
+	// f.paused is the campaign's journal (setPaused), not this watch: after an API server
+	// restart the watch can deliver an unpause many seconds after the operator acted on it.
+}
+
+// setDeleting journals the campaign's deletion of ns's fleet once the API server accepted it.
+func (m *monitor) setDeleting(ns string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f := m.fleets[ns]; f != nil && f.uid != "" {
+		f.deleting = true
+	}
+}
+
+// setPaused journals the campaign's own pause (once the API server accepted it) or unpause
+// (before it is sent), so rule c judges a write against what the operator could know
+// whatever the monitor's fleet watch has delivered. The campaign is the only writer of
+// spec.maintenance.paused.
+func (m *monitor) setPaused(ns string, paused bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.fleets[ns]
+	if f == nil {
+		return
+	}
 	if paused && !f.paused {
 		f.pausedAt = time.Now()
 	}

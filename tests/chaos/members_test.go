@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -291,6 +292,27 @@ func TestTheMonitorRefusesAWorkloadWriteToAFleetPausedLongEnough(t *testing.T) {
 	m.onWrite(w)
 	if !strings.Contains(m.Violation(), rulePaused) {
 		t.Fatalf("a workload write to a fleet paused for a minute must fail rule c, got %q", m.Violation())
+	}
+}
+
+func TestThePauseRuleFollowsTheCampaignsJournalNotALateWatch(t *testing.T) {
+	w := writeRecord{Method: "PUT", Namespace: "ns", Resource: "statefulsets", Name: "pf", Kind: "StatefulSet", Labels: map[string]string{"celld.eric.dev/fleet-uid": "u1"}}
+	m := watchedFleet(false, 0)
+	m.setPaused("ns", true)
+	m.fleets["ns"].pausedAt = time.Now().Add(-time.Minute)
+	m.setPaused("ns", false) // the unpause is journaled before it is sent
+	stale := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "celld.eric.dev/v1alpha1", "kind": "CelldFleet",
+		"metadata": map[string]any{"namespace": "ns", "name": "pf", "uid": "u1"}, "spec": map[string]any{"maintenance": map[string]any{"paused": true}}}}
+	m.onFleet(nil, stale, false) // a watch resuming after an API server restart delivers the paused version late
+	m.onWrite(w)
+	if m.Violation() != "" {
+		t.Fatalf("the operator's write after the unpause was judged on a late watch: %s", m.Violation())
+	}
+	m.setPaused("ns", true)
+	m.fleets["ns"].pausedAt = time.Now().Add(-time.Minute)
+	m.onWrite(w)
+	if !strings.Contains(m.Violation(), rulePaused) {
+		t.Fatalf("a write a minute into a journaled pause must fail rule c, got %q", m.Violation())
 	}
 }
 
