@@ -220,7 +220,10 @@ func replaceDownMember(f *Facts) (Decision, bool) {
 // releaseDeletedClaim: a member's claim is already being deleted (by a replacement or by hand)
 // but a scheduled Pod still holds it, so the old disk is never released. Deleting the Pod lets
 // the StatefulSet recreate the member on a fresh disk. It waits for the placement rule, and it
-// never takes a Ready member down while another member is down.
+// never takes a Ready member down while another member is down. Another member whose claim is
+// also being deleted but whose Pod is Ready is not down: counting it would make two such
+// members wait for each other forever, so the lowest goes first and the next waits until it is
+// Ready again.
 func releaseDeletedClaim(f *Facts) (Decision, bool) {
 	for i := range f.Workload.Replicas {
 		m := f.at(i)
@@ -272,10 +275,11 @@ func (f *Facts) downMembers() (first int32, n int) {
 	return first, n
 }
 
-// otherDown returns the lowest impaired current member other than x, or -1.
+// otherDown returns the lowest current member other than x that is down (no live, Ready Pod),
+// or -1. A serving member whose claim is going is not down.
 func (f *Facts) otherDown(x int32) int32 {
 	for i := range f.Workload.Replicas {
-		if i != x && f.impaired(i) {
+		if i != x && f.down(i) {
 			return i
 		}
 	}

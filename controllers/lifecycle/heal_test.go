@@ -131,6 +131,13 @@ var healRows = []struct {
 		act(DeletePod, 2, "", "Replacing member f-2: deleting its Pod so its old disk can be released")},
 	{"claim deleted while another member's pod is undecided: wait (#79)", fleet(3, claimDeleted(2), undecided(1)),
 		wait(2, "Waiting to replace member f-2: its claim is deleted and its Pod is deleted once no other member is down or pending", 0)},
+	// Chaos campaign seed 152507984: two claims deleted by hand while both members served. Each
+	// waited for the other, counted as down only because its claim was deleted, and neither
+	// was ever released. The lowest goes first; the other waits while it is down.
+	{"two claims deleted by hand, both members Ready: the lowest member's Pod is deleted first", fleet(3, claimDeleted(0), claimDeleted(2)),
+		act(DeletePod, 0, "", "Replacing member f-0: deleting its Pod so its old disk can be released")},
+	{"two claims deleted by hand, the first member already recreated and not Ready yet: the other waits", fleet(3, recreating(0), claimDeleted(2)),
+		wait(2, "Waiting to replace member f-2: its claim is deleted and its Pod is deleted once no other member is down or pending", 0)},
 	{"claim deleted and the Pod not scheduled: nothing holds the disk", fleet(3, claimDeleted(2), undecided(2)),
 		wait(2, "Waiting for ready replicas; member f-2 is down; its old claim is being deleted", 0)},
 }
@@ -201,8 +208,15 @@ func TestHealNeverDeletesADiskWhileAnotherMemberIsDown(t *testing.T) {
 			if d.Action == ReplaceMember && f.Members[d.Ordinal].Claim.Phase != corev1.ClaimLost {
 				t.Errorf("states %d and %d: member f-%d was given a fresh disk while another member was down", a, b, d.Ordinal)
 			}
-			if d.Action == DeletePod && f.Members[d.Ordinal].Pod.Ready {
-				t.Errorf("states %d and %d: the Ready member f-%d was taken down while another member was down", a, b, d.Ordinal)
+			// down is not serving: a Ready member whose claim is being deleted still serves
+			// (state 6 twice: one of them must go first, or neither ever does)
+			if d.Action != DeletePod || !f.Members[d.Ordinal].Pod.Ready {
+				continue
+			}
+			for j, m := range f.Members {
+				if int32(j) != d.Ordinal && !(m.Pod.live() && m.Pod.Ready) {
+					t.Errorf("states %d and %d: the Ready member f-%d was taken down while member f-%d was down", a, b, d.Ordinal, j)
+				}
 			}
 		}
 	}
