@@ -287,7 +287,7 @@ func (o *operators) StopLeader(ctx context.Context) string {
 	}
 	o.mu.Lock()
 	cmd, done := r.cmd, r.done
-	r.cmd = nil
+	r.cmd, r.backoff = nil, 0
 	delete(o.lastLease, r.id)
 	o.mu.Unlock()
 	if cmd == nil {
@@ -318,7 +318,7 @@ func (o *operators) Arm() {
 func (o *operators) kill(ctx context.Context, r *replica, cause string) {
 	o.mu.Lock()
 	cmd := r.cmd
-	r.cmd = nil
+	r.cmd, r.backoff = nil, 0 // a kill is no crash: the restart starts a fresh backoff
 	o.kills++
 	// its lease writes say nothing any more: the restarted process is a candidate
 	delete(o.lastLease, r.id)
