@@ -133,14 +133,9 @@ func (r *Reconciler) inPool(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	st := &f.Spec.Storage
 	name := reservation.Name(st.Bucket, "")
-	pool := r.cachedReservation(ctx, name)
-	if pool == nil {
-		pool = &v1.CelldStorageReservation{}
-		if err := r.Direct.Get(ctx, types.NamespacedName{Name: name}, pool); apierrors.IsNotFound(err) {
-			pool = nil
-		} else if err != nil {
-			return false, fmt.Errorf("read the preview pool CelldStorageReservation %s of CelldFleet %s/%s: %w", name, f.Namespace, f.Name, err)
-		}
+	pool, err := r.readReservation(ctx, name)
+	if err != nil {
+		return false, fmt.Errorf("read the preview pool of CelldFleet %s/%s: %w", f.Namespace, f.Name, err)
 	}
 	ok, why := reservation.InPool(pool, f)
 	if ok {
@@ -171,4 +166,19 @@ func (r *Reconciler) cachedReservation(ctx context.Context, name string) *v1.Cel
 		return nil
 	}
 	return res
+}
+
+// readReservation is the reservation at name from the cache, or from the API server when the
+// cache has not seen it; nil when it does not exist.
+func (r *Reconciler) readReservation(ctx context.Context, name string) (*v1.CelldStorageReservation, error) {
+	if res := r.cachedReservation(ctx, name); res != nil {
+		return res, nil
+	}
+	res := &v1.CelldStorageReservation{}
+	if err := r.Direct.Get(ctx, types.NamespacedName{Name: name}, res); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("read CelldStorageReservation %s: %w", name, err)
+	}
+	return res, nil
 }

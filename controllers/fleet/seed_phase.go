@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/reservation"
@@ -58,11 +55,14 @@ func (r *Reconciler) cancelSeed(ctx context.Context, s *scope) (bool, error) {
 		return false, nil
 	}
 	name := reservation.Name(st.Bucket, st.Prefix)
-	res := &v1.CelldStorageReservation{}
-	if err := r.Direct.Get(ctx, types.NamespacedName{Name: name}, res); apierrors.IsNotFound(err) {
+	// A cached copy is enough: every write below carries its resourceVersion, so a stale one
+	// conflicts and the next pass reads again.
+	res, err := r.readReservation(ctx, name)
+	if err != nil {
+		return true, fmt.Errorf("cancel the seed of %s: %w", s.key, err)
+	}
+	if res == nil {
 		return false, nil // never reserved: nothing was requested, nothing started
-	} else if err != nil {
-		return true, fmt.Errorf("read CelldStorageReservation %s to cancel the seed of %s: %w", name, s.key, err)
 	}
 	if res.Spec.FleetUID != string(s.fleet.UID) {
 		return false, nil // another fleet's: this one reserved nothing and started nothing

@@ -73,14 +73,23 @@ func namespace(t *testing.T) string {
 // createParent creates a parent fleet in ns; previewBucket "" leaves spec.previews out.
 func createParent(t *testing.T, ns, name, previewBucket string) *v1.CelldFleet {
 	t.Helper()
-	f := corpus.Persistent()
-	f.Namespace, f.Name, f.Spec.Storage.Bucket = ns, name, ns+"-"+name
-	if previewBucket != "" {
+	return createFleet(t, ns, name, func(f *v1.CelldFleet) {
+		if previewBucket == "" {
+			return
+		}
 		f.Spec.Previews = &v1.FleetPreviewsSpec{Storage: v1.PreviewStorage{Bucket: previewBucket},
 			Routing: &v1.PreviewRouting{BaseDomain: "previews.example.com",
 				Source:  v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}},
 				Ingress: &v1.IngressRouting{ClassName: "nginx"}}}
-	}
+	})
+}
+
+// createFleet creates a PersistentFleet ns/name on bucket NS-NAME, edited by edit first.
+func createFleet(t *testing.T, ns, name string, edit func(*v1.CelldFleet)) *v1.CelldFleet {
+	t.Helper()
+	f := corpus.Persistent()
+	f.Namespace, f.Name, f.Spec.Storage.Bucket = ns, name, ns+"-"+name
+	edit(f)
 	if err := admin.Create(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
@@ -395,15 +404,11 @@ func seededPreview(t *testing.T, ns, name, parent, source string) *v1.CelldPrevi
 // source's namespace, name and uid.
 func withSeeding(t *testing.T, ns, name string, source *v1.CelldFleet, uid string) *v1.CelldFleet {
 	t.Helper()
-	f := corpus.Persistent()
-	f.Namespace, f.Name, f.Spec.Storage.Bucket = ns, name, ns+"-"+name
-	f.Spec.Previews = &v1.FleetPreviewsSpec{Storage: v1.PreviewStorage{Bucket: ns + "-" + name + "-pool"},
-		Seeding: &v1.PreviewSeeding{Executor: "snapshot", Sources: []v1.SeedSource{{Name: "production",
-			FleetRef: v1.SeedFleetRef{Namespace: source.Namespace, Name: source.Name, UID: uid}}}}}
-	if err := admin.Create(context.Background(), f); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return createFleet(t, ns, name, func(f *v1.CelldFleet) {
+		f.Spec.Previews = &v1.FleetPreviewsSpec{Storage: v1.PreviewStorage{Bucket: ns + "-" + name + "-pool"},
+			Seeding: &v1.PreviewSeeding{Executor: "snapshot", Sources: []v1.SeedSource{{Name: "production",
+				FleetRef: v1.SeedFleetRef{Namespace: source.Namespace, Name: source.Name, UID: uid}}}}}
+	})
 }
 
 // TestASeededPreviewNeedsAnAuthorizedSource: a seed is refused (SeedNotAuthorized, nothing

@@ -43,8 +43,8 @@ type SeedGate struct {
 func GateOf(res *v1.CelldStorageReservation, want *v1.SeedRequest) SeedGate {
 	req := res.Spec.Seed
 	if !equality.Semantic.DeepEqual(req, want) {
-		return SeedGate{State: SeedRefused, Message: fmt.Sprintf("The seed request on CelldStorageReservation %s is not the one CelldFleet %s/%s asks for (spec.storage.seed); the fleet does not start. Reservations are written only by the operator: %s",
-			res.Name, res.Spec.FleetNamespace, res.Spec.FleetName, strings.ToLower(newPreview(res)[:1])+newPreview(res)[1:])}
+		return SeedGate{State: SeedRefused, Message: fmt.Sprintf("The seed request on CelldStorageReservation %s is not the one CelldFleet %s/%s asks for (spec.storage.seed), and reservations are written only by the operator; the fleet does not start. %s",
+			res.Name, res.Spec.FleetNamespace, res.Spec.FleetName, newPreview(res))}
 	}
 	if req == nil {
 		return SeedGate{State: SeedStart}
