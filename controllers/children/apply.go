@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,13 +26,17 @@ import (
 // fleet does not own, prunes what the chart no longer renders and orders routing changes.
 // Everything it decides comes from the fleet, the rendered objects and the live objects; the
 // only state it keeps is which live contents it has already verified as the rendering, so a
-// settled fleet costs no request. Use one Applier for the life of the operator.
+// settled fleet costs no request, and for a few seconds the answers to its own creations, so
+// the pass before the cache delivers them does not read them back. Use one Applier for the
+// life of the operator.
 type Applier struct {
 	// Direct, when set, is asked before a child is created: the client Apply is given may read
 	// from a cache that holds only the fleet's labelled objects, and a create by server-side
 	// apply onto an unseen foreign object would take it over.
 	Direct client.Reader
 	drift  drift.Detector
+	// created holds the answers to creations the cache has not delivered yet.
+	created drift.Answers
 }
 
 // Result is what one Apply did.
@@ -65,29 +71,40 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	route, policy, core := splitRouting(f, objs)
 
 	// Read every core child first and refuse before the first write: a half-applied set would
-	// leave the fleet with, say, a policy but no Service.
+	// leave the fleet with, say, a policy but no Service. The core children do not depend on
+	// each other, so they are read, and then written, concurrently: a fleet's first pass waits
+	// for two round trips instead of one per child and request.
 	lives := make([]*unstructured.Unstructured, len(core))
-	for i, o := range core {
-		live, err := a.desiredLive(ctx, c, o.GroupVersionKind(), f.Namespace, o.GetName())
-		if err != nil {
-			return res, err
-		}
-		if live != nil {
-			if why := foreign(live, f); why != "" {
-				obj := describe(live, o.GetKind())
-				msg := conflictMessage(o.GetKind(), f.Namespace, o.GetName(), why)
-				if f.Spec.Routing != nil && o.GetKind() == "Service" && o.GetName() == f.Name {
-					res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict, msg+"; the existing route and policy are kept"))
-				}
-				return res, &BlockedError{Reason: v1.ReasonInfrastructureBlocked, Object: obj, Message: msg}
-			}
-		}
-		lives[i] = live
+	if err := eachChild(ctx, core, func(ctx context.Context, i int, o *unstructured.Unstructured) (err error) {
+		lives[i], err = a.desiredLive(ctx, c, f, o.GroupVersionKind(), o.GetName())
+		return err
+	}); err != nil {
+		return res, err
 	}
 	for i, o := range core {
-		if err := a.apply(ctx, c, f, o, lives[i], &res); err != nil {
-			return res, err
+		live := lives[i]
+		if live == nil {
+			continue
 		}
+		if why := foreign(live, f); why != "" {
+			obj := describe(live, o.GetKind())
+			msg := conflictMessage(o.GetKind(), f.Namespace, o.GetName(), why)
+			if f.Spec.Routing != nil && o.GetKind() == "Service" && o.GetName() == f.Name {
+				res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict, msg+"; the existing route and policy are kept"))
+			}
+			return res, &BlockedError{Reason: v1.ReasonInfrastructureBlocked, Object: obj, Message: msg}
+		}
+	}
+	each := make([]Result, len(core))
+	err := eachChild(ctx, core, func(ctx context.Context, i int, o *unstructured.Unstructured) error {
+		return a.apply(ctx, c, f, o, lives[i], &each[i])
+	})
+	for _, r := range each { // in rendering order, whatever order the writes finished in
+		res.Applied = append(res.Applied, r.Applied...)
+		res.Unchanged += r.Unchanged
+	}
+	if err != nil {
+		return res, err
 	}
 	if err := a.routing(ctx, c, f, route, policy, &res); err != nil {
 		return res, err
@@ -104,14 +121,40 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	return res, nil
 }
 
-// desiredLive reads a child the chart renders; one the cache does not hold is looked up in the
-// API server before it is created.
-func (a *Applier) desiredLive(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
-	live, err := getLive(ctx, c, gvk, ns, name)
-	if err != nil || live != nil || a.Direct == nil {
+// eachChild calls do for every object concurrently and returns the first error (in objs'
+// order) once all calls have returned. Each call gets its own index, so do may write to
+// per-index slots without locks.
+func eachChild(ctx context.Context, objs []*unstructured.Unstructured, do func(ctx context.Context, i int, o *unstructured.Unstructured) error) error {
+	errs := make([]error, len(objs))
+	var wg sync.WaitGroup
+	for i, o := range objs {
+		wg.Go(func() { errs[i] = do(ctx, i, o) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// desiredLive reads a child the chart renders. One the cache does not hold is the answer to
+// its creation when this applier created it moments ago (the cache has not delivered it yet),
+// or else is looked up in the API server before it is created.
+func (a *Applier) desiredLive(ctx context.Context, c client.Reader, f *v1.CelldFleet, gvk schema.GroupVersionKind, name string) (*unstructured.Unstructured, error) {
+	live, err := getLive(ctx, c, gvk, f.Namespace, name)
+	if err != nil || a.Direct == nil {
 		return live, err
 	}
-	return getLive(ctx, a.Direct, gvk, ns, name)
+	if live != nil {
+		a.created.Seen(gvk.Kind, f.Namespace, name)
+		return live, nil
+	}
+	if u, ok := a.created.Recent(gvk.Kind, f.Namespace, name, f.UID, time.Now()).(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	return getLive(ctx, a.Direct, gvk, f.Namespace, name)
 }
 
 // splitRouting separates the route and its policy (which follow the routing order) from the
@@ -159,6 +202,7 @@ func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 		// cannot be converted is not remembered, and the next pass compares by dry-run instead.
 		if obj, err := ssa.Answer(cfg); err == nil {
 			a.drift.Written(owner(f), drift.Merge(obj, want, staleAnnotations(want, obj)...), obj)
+			a.created.Remember(owner(f), kind, obj, time.Now())
 		}
 		res.Applied = append(res.Applied, kind+"/"+want.GetName())
 		return nil
@@ -206,7 +250,10 @@ func staleAnnotations(want, live *unstructured.Unstructured) []string {
 func owner(f *v1.CelldFleet) types.NamespacedName { return client.ObjectKeyFromObject(f) }
 
 // Forget drops what the applier remembers of the fleet (a fleet that is gone).
-func (a *Applier) Forget(fleet types.NamespacedName) { a.drift.Forget(fleet) }
+func (a *Applier) Forget(fleet types.NamespacedName) {
+	a.drift.Forget(fleet)
+	a.created.Forget(fleet)
+}
 
 // logMutation writes the one structured line every change the operator makes carries.
 func logMutation(ctx context.Context, f *v1.CelldFleet, action, object, why string, kv ...any) {

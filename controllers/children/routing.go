@@ -31,7 +31,7 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 	var liveRoute, livePolicy *unstructured.Unstructured
 	var err error
 	if route != nil {
-		if liveRoute, err = a.desiredLive(ctx, c, route.GroupVersionKind(), f.Namespace, name); err != nil {
+		if liveRoute, err = a.desiredLive(ctx, c, f, route.GroupVersionKind(), name); err != nil {
 			return err
 		}
 		if liveRoute != nil {
@@ -42,11 +42,12 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 			}
 		}
 	}
-	readPolicy := getLive
 	if policy != nil {
-		readPolicy = a.desiredLive
+		livePolicy, err = a.desiredLive(ctx, c, f, gvkNetworkPolicy, name)
+	} else {
+		livePolicy, err = getLive(ctx, c, gvkNetworkPolicy, f.Namespace, name)
 	}
-	if livePolicy, err = readPolicy(ctx, c, gvkNetworkPolicy, f.Namespace, name); err != nil {
+	if err != nil {
 		return err
 	}
 	if livePolicy != nil && foreign(livePolicy, f) != "" {

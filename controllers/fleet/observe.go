@@ -20,8 +20,8 @@ import (
 
 // observe reads the workload, the fleet's Pods and its claims once for the whole pass, from
 // the namespace's cache. The cache holds only labelled workloads, so when it has none the API
-// server is asked: a workload somebody else created at the fleet's name must be seen, or the
-// create that follows would apply onto it.
+// server is asked (unless this reconciler has just created it): a workload somebody else
+// created at the fleet's name must be seen, or the create that follows would apply onto it.
 func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	s.reservationName = reservation.Name(f.Spec.Storage.Bucket, f.Spec.Storage.Prefix)
@@ -36,8 +36,11 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	if err := r.readWorkload(ctx, s, s.read); err != nil {
 		return true, err
 	}
-	if s.sts == nil && s.deploy == nil && r.Caches != nil {
-		if err := r.readWorkload(ctx, s, r.Direct); err != nil {
+	switch {
+	case s.sts != nil || s.deploy != nil:
+		r.created.Seen(layoutKind(s), s.key.Namespace, s.key.Name) // the cache has caught up with a creation
+	case r.Caches != nil:
+		if err := r.uncachedWorkload(ctx, s); err != nil {
 			return true, err
 		}
 	}
@@ -91,6 +94,21 @@ func (r *Reconciler) readMembers(ctx context.Context, s *scope, c client.Reader)
 		if cl.Labels[v1.LabelFleetUID] == string(f.UID) {
 			s.claims = append(s.claims, cl)
 		}
+	}
+	return nil
+}
+
+// uncachedWorkload finds the workload the cache does not hold: the answer to this reconciler's
+// own creation moments ago, which the cache has not delivered yet, or else whatever the API
+// server has at the fleet's name.
+func (r *Reconciler) uncachedWorkload(ctx context.Context, s *scope) error {
+	switch o := r.created.Recent(layoutKind(s), s.key.Namespace, s.key.Name, s.fleet.UID, r.now()).(type) {
+	case *appsv1.StatefulSet:
+		s.sts = o
+	case *appsv1.Deployment:
+		s.deploy = o
+	default:
+		return r.readWorkload(ctx, s, r.Direct)
 	}
 	return nil
 }

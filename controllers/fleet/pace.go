@@ -18,10 +18,19 @@ import (
 // reservation, the capacity decision) is written at once.
 const statusPace = time.Second
 
-// statusPacer remembers when each fleet's status was last written. A nil pacer paces nothing.
+// statusPacer remembers when each fleet's status was last written, and what was written on
+// top of which read. A nil pacer paces nothing.
 type statusPacer struct {
 	mu   sync.Mutex
-	last map[types.NamespacedName]time.Time
+	last map[types.NamespacedName]written
+}
+
+// written is one status write: when, the resourceVersion of the fleet it was computed from,
+// and the status it applied.
+type written struct {
+	at     time.Time
+	fromRV string
+	status v1.CelldFleetStatus
 }
 
 // wait is how long a counters-only write of key must still wait at now; 0 writes now.
@@ -31,24 +40,39 @@ func (p *statusPacer) wait(key types.NamespacedName, now time.Time) time.Duratio
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	at, ok := p.last[key]
+	w, ok := p.last[key]
 	if !ok {
 		return 0
 	}
-	return max(statusPace-now.Sub(at), 0)
+	return max(statusPace-now.Sub(w.at), 0)
 }
 
-// wrote records a status write of key at now.
-func (p *statusPacer) wrote(key types.NamespacedName, now time.Time) {
+// inFlight reports whether want is what the last write of key applied on top of the very
+// read the pass now sees (liveRV): the cache has not delivered that write yet, and writing
+// want again would change nothing but cost a request and a watch event for every watcher. A
+// write is a new resourceVersion, so a read at fromRV cannot include it; a read at any other
+// version is judged against live as usual.
+func (p *statusPacer) inFlight(key types.NamespacedName, liveRV string, want v1.CelldFleetStatus) bool {
+	if p == nil || liveRV == "" {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.last[key]
+	return ok && w.fromRV == liveRV && equality.Semantic.DeepEqual(ownedStatus(w.status), ownedStatus(want))
+}
+
+// wrote records a status write of key at now: want applied on top of the fleet read at fromRV.
+func (p *statusPacer) wrote(key types.NamespacedName, now time.Time, fromRV string, want v1.CelldFleetStatus) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.last == nil {
-		p.last = map[types.NamespacedName]time.Time{}
+		p.last = map[types.NamespacedName]written{}
 	}
-	p.last[key] = now
+	p.last[key] = written{at: now, fromRV: fromRV, status: *want.DeepCopy()}
 }
 
 // forget drops a fleet that is gone.

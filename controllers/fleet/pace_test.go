@@ -50,7 +50,7 @@ func TestStatusPacer(t *testing.T) {
 	if d := p.wait(key, t0); d != 0 {
 		t.Fatalf("a fleet never written waits %v", d)
 	}
-	p.wrote(key, t0)
+	p.wrote(key, t0, "7", v1.CelldFleetStatus{})
 	if d := p.wait(key, t0.Add(300*time.Millisecond)); d != statusPace-300*time.Millisecond {
 		t.Fatalf("300 ms after a write: wait %v", d)
 	}
@@ -65,9 +65,53 @@ func TestStatusPacer(t *testing.T) {
 		t.Fatalf("a forgotten fleet waits %v", d)
 	}
 	var none *statusPacer
-	none.wrote(key, t0)
+	none.wrote(key, t0, "7", v1.CelldFleetStatus{})
+	if none.inFlight(key, "7", v1.CelldFleetStatus{}) {
+		t.Fatal("a nil pacer remembers a write")
+	}
 	none.forget(key)
 	if d := none.wait(key, t0); d != 0 {
 		t.Fatalf("a nil pacer waits %v", d)
+	}
+}
+
+func TestStatusInFlight(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "f"}
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	ready := v1.CelldFleetStatus{ReadyReplicas: 3, Conditions: []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Provisioned"}}}
+	joining := v1.CelldFleetStatus{JoiningReplicas: 1, Conditions: []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Provisioning"}}}
+	for _, tc := range []struct {
+		name   string
+		write  bool // the pacer saw a write of ready computed from resourceVersion 7
+		liveRV string
+		want   v1.CelldFleetStatus
+		skip   bool
+	}{
+		{name: "no write remembered", liveRV: "7", want: ready},
+		{name: "the same status on the same read: the cache lags", write: true, liveRV: "7", want: ready, skip: true},
+		{name: "the same status on a newer read: judged against live", write: true, liveRV: "9", want: ready},
+		{name: "another status on the same read", write: true, liveRV: "7", want: joining},
+		{name: "a read without a version", write: true, liveRV: "", want: ready},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &statusPacer{}
+			if tc.write {
+				p.wrote(key, t0, "7", ready)
+			}
+			if got := p.inFlight(key, tc.liveRV, tc.want); got != tc.skip {
+				t.Fatalf("inFlight = %v, want %v", got, tc.skip)
+			}
+		})
+	}
+	p := &statusPacer{}
+	written := *ready.DeepCopy()
+	p.wrote(key, t0, "7", written)
+	written.Conditions[0].Reason = "Changed"
+	if !p.inFlight(key, "7", ready) {
+		t.Fatal("the pacer kept the caller's status, not a copy")
+	}
+	p.forget(key)
+	if p.inFlight(key, "7", ready) {
+		t.Fatal("a forgotten fleet's write is still in flight")
 	}
 }

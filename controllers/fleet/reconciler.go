@@ -62,6 +62,9 @@ type Reconciler struct {
 	// pacer spaces status writes that only move counters (statusPace); nil writes every
 	// change at once.
 	pacer *statusPacer
+	// created holds the answers to workload creations the cache has not delivered yet; nil
+	// reads such a workload from the API server.
+	created *drift.Answers
 }
 
 // phase is one step of a reconcile. It records what it decided on the scope and says whether
@@ -78,6 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.Drift.Forget(req.NamespacedName)
 			r.Capacity.Forget(req.NamespacedName)
 			r.pacer.forget(req.NamespacedName)
+			r.created.Forget(req.NamespacedName)
 			if r.Applier != nil {
 				r.Applier.Forget(req.NamespacedName)
 			}

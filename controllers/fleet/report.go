@@ -33,6 +33,11 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 		return err
 	}
 	want := r.project(s, live)
+	if r.pacer.inFlight(s.key, live.ResourceVersion, *want) {
+		// The cache has not delivered the last pass's write yet, and this pass would write,
+		// count and tell the same again: that write already carries this very status.
+		return nil
+	}
 	r.metrics.observe(live, want)
 	r.emit(live, want)
 	r.capacityWarnings(s, live, want.Capacity)
@@ -48,7 +53,7 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 	if err := ApplyStatus(ctx, r.Client, live, want); err != nil {
 		return client.IgnoreNotFound(err) // a released fleet may be gone
 	}
-	r.pacer.wrote(s.key, r.now())
+	r.pacer.wrote(s.key, r.now(), live.ResourceVersion, *want)
 	return nil
 }
 

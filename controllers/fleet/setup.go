@@ -199,6 +199,7 @@ func New(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, er
 		APIs:     apis,
 		Capacity: NewCapacity(),
 		pacer:    &statusPacer{},
+		created:  &drift.Answers{},
 		metrics:  defaultMetrics(),
 	}, nil
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -216,6 +218,50 @@ func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object
 		return fmt.Errorf("create %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
 	}
 	logMutation(ctx, s, "create", kindOf(desired)+"/"+desired.GetName(), "the fleet has no workload")
+	// The pass reports the workload it created: its first status already carries the applied
+	// count, rather than a status write without it and another once the cache has it.
+	switch o := r.rememberCreated(s.key, desired, cfg).(type) {
+	case *appsv1.StatefulSet:
+		s.sts = o
+	case *appsv1.Deployment:
+		s.deploy = o
+	}
+	return nil
+}
+
+// rememberCreated records the API server's answer to a workload's creation (Apply decodes it
+// into cfg): as the rendering, as converge does for an update, so the pass that first reads
+// the new workload sends no dry-run to compare it; and as the workload itself until the cache
+// delivers it (drift.Answers). It returns the workload as stored, nil without a usable
+// answer (the next pass then asks the server, as it would anyway).
+func (r *Reconciler) rememberCreated(key types.NamespacedName, desired client.Object, cfg runtime.ApplyConfiguration) client.Object {
+	answer, err := ssa.Answer(cfg)
+	if err != nil {
+		return nil
+	}
+	switch d := desired.(type) {
+	case *appsv1.StatefulSet:
+		stored := &appsv1.StatefulSet{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(answer.Object, stored) != nil || stored.UID == "" {
+			return nil
+		}
+		// The answer to an apply is JSON, in which the API server gives every claim template
+		// an apiVersion and kind; the cache's reads carry none, and the two would differ.
+		for i := range stored.Spec.VolumeClaimTemplates {
+			stored.Spec.VolumeClaimTemplates[i].TypeMeta = metav1.TypeMeta{}
+		}
+		r.Drift.Written(key, statefulSetUpdate(stored, d), stored)
+		r.created.Remember(key, "StatefulSet", stored, r.now())
+		return stored
+	case *appsv1.Deployment:
+		stored := &appsv1.Deployment{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(answer.Object, stored) != nil || stored.UID == "" {
+			return nil
+		}
+		r.Drift.Written(key, deploymentUpdate(stored, d), stored)
+		r.created.Remember(key, "Deployment", stored, r.now())
+		return stored
+	}
 	return nil
 }
 

@@ -16,26 +16,22 @@ const listPage = 500
 
 // Claim gets the reservation at want's name or, when there is none, creates want: Create is
 // the arbitration point between every fleet and pool that asks for one scope. c must read the
-// API server, never a cache, so leader election is not the safety proof. Before creating, it
-// lists every reservation of want's bucket and refuses when one of them holds keys want would
-// hold (Conflict): a whole bucket must not be claimed over a prefix scope an earlier release
-// let a fleet reserve there, nor a prefix over a bucket held whole or a prefix around or
-// under it. The list is read once in the life of a scope (on the first claim), so a settled
-// fleet pays one Get. Exactly one of the results is set when err is nil: the reservation at
-// want's name (which the caller must still verify: it may be someone else's), or the
-// conflicting reservation, for which nothing was created.
+// API server, never a cache, so leader election is not the safety proof. It reads one list of
+// every reservation: the one at want's name, when it exists, is in it; otherwise Claim refuses
+// when a reservation of want's bucket holds keys want would hold (Conflict): a whole bucket
+// must not be claimed over a prefix scope an earlier release let a fleet reserve there, nor a
+// prefix over a bucket held whole or a prefix around or under it. Callers claim only what the
+// manager's cache does not hold, so the list is read about once in the life of a scope.
+// Exactly one of the results is set when err is nil: the reservation at want's name (which
+// the caller must still verify: it may be someone else's), or the conflicting reservation,
+// for which nothing was created.
 func Claim(ctx context.Context, c client.Client, want *v1.CelldStorageReservation) (got, conflict *v1.CelldStorageReservation, err error) {
-	res := &v1.CelldStorageReservation{}
-	err = c.Get(ctx, types.NamespacedName{Name: want.Name}, res)
-	if err == nil {
-		return res, nil, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, nil, fmt.Errorf("read CelldStorageReservation %s: %w", want.Name, err)
-	}
-	others, err := listBucket(ctx, c, want.Spec.Bucket)
+	others, held, err := listBucket(ctx, c, want.Spec.Bucket, want.Name)
 	if err != nil {
 		return nil, nil, err
+	}
+	if held != nil {
+		return held, nil, nil
 	}
 	if o := Conflict(want, others); o != nil {
 		return nil, o, nil
@@ -46,7 +42,7 @@ func Claim(ctx context.Context, c client.Client, want *v1.CelldStorageReservatio
 	case err == nil:
 		return created, nil, nil
 	case apierrors.IsAlreadyExists(err):
-		res = &v1.CelldStorageReservation{} // re-read into an empty object: someone else won
+		res := &v1.CelldStorageReservation{} // re-read into an empty object: someone else won
 		if err := c.Get(ctx, types.NamespacedName{Name: want.Name}, res); err != nil {
 			return nil, nil, fmt.Errorf("read CelldStorageReservation %s after losing its creation: %w", want.Name, err)
 		}
@@ -55,24 +51,26 @@ func Claim(ctx context.Context, c client.Client, want *v1.CelldStorageReservatio
 	return nil, nil, fmt.Errorf("create CelldStorageReservation %s: %w", want.Name, err)
 }
 
-// listBucket is every reservation of bucket, read in pages from c. Reservations carry no
-// label to select them by (those of earlier releases have none), so the list is filtered
-// here.
-func listBucket(ctx context.Context, c client.Reader, bucket string) ([]v1.CelldStorageReservation, error) {
-	var out []v1.CelldStorageReservation
+// listBucket reads every reservation in pages from c and returns those of bucket, and the one
+// named name (nil when there is none). Reservations carry no label to select them by (those
+// of earlier releases have none), so the list is filtered here.
+func listBucket(ctx context.Context, c client.Reader, bucket, name string) (inBucket []v1.CelldStorageReservation, named *v1.CelldStorageReservation, err error) {
 	opts := []client.ListOption{client.Limit(listPage)}
 	for {
 		page := &v1.CelldStorageReservationList{}
 		if err := c.List(ctx, page, opts...); err != nil {
-			return nil, fmt.Errorf("list CelldStorageReservations to check bucket %s: %w", bucket, err)
+			return nil, nil, fmt.Errorf("list CelldStorageReservations to check bucket %s: %w", bucket, err)
 		}
-		for _, r := range page.Items {
+		for i, r := range page.Items {
+			if r.Name == name {
+				named = &page.Items[i]
+			}
 			if r.Spec.Bucket == bucket {
-				out = append(out, r)
+				inBucket = append(inBucket, r)
 			}
 		}
 		if page.Continue == "" {
-			return out, nil
+			return inBucket, named, nil
 		}
 		opts = []client.ListOption{client.Limit(listPage), client.Continue(page.Continue)}
 	}
