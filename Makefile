@@ -64,7 +64,7 @@ test: tools verify test-unit test-api test-rbac test-chart-cluster test-e2e test
 
 .PHONY: test-unit
 test-unit: tools ## Unit tests, chart goldens and server-side apply tests (envtest).
-	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... ./tests/gitops/... ./tests/tools/chartdocs/... .
+	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... ./tests/gitops/... ./tests/sidecarinjector/... ./tests/tools/chartdocs/... .
 
 .PHONY: test-chart
 test-chart: tools ## Only the install chart's tests (in test-unit and test-chart-cluster): schema, README table, helm lint --strict, every value set installed on a real API server and run on the local cluster, helm install/upgrade/uninstall.
