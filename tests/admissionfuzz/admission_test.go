@@ -89,7 +89,10 @@ func TestRandomMutationsOfEverySample(t *testing.T) {
 	donors = append(donors, corpusDonors(t)...)
 	c := server.Client(t)
 	ctx := context.Background()
-	ns := prepareNamespace(t, c)
+	// The dry runs and the real creates go to separate namespaces: a mutated name may repeat,
+	// and a dry run must not meet an object an earlier case created for real (AlreadyExists
+	// answers after admission, so it would hide the answer the case is about).
+	ns := namespaces{dry: prepareNamespace(t, c), real: prepareNamespace(t, c)}
 	renderer, err := children.NewFleetRenderer()
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +188,7 @@ func caseSeed(run uint64, i int) uint64 {
 	return z ^ (z >> 31)
 }
 
-func one(ctx context.Context, t *testing.T, c client.Client, r *fleet.Reconciler, renderer *children.Renderer, ns string,
+func one(ctx context.Context, t *testing.T, c client.Client, r *fleet.Reconciler, renderer *children.Renderer, ns namespaces,
 	seed uint64, i int, samples []sample, donors []Object, realEvery int, st *stats, fail func(string, ...any)) {
 	s := samples[i%len(samples)]
 	obj, muts := Mutate(s.obj, donors, caseSeed(seed, i))
@@ -199,14 +202,14 @@ func one(ctx context.Context, t *testing.T, c client.Client, r *fleet.Reconciler
 			seed, i, seed, i, s.name, muts, data)
 	}
 	u := &unstructured.Unstructured{Object: deepCopy(obj).(Object)}
-	u.SetNamespace(ns)
+	u.SetNamespace(ns.dry)
 	st.sent.Add(1)
 	err := c.Create(ctx, u, client.DryRunAll, client.FieldValidation("Strict"))
 	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) {
 		// a machine shared with other builds can starve the API server: one more try, then
 		// the timeout counts as the answer
 		u = &unstructured.Unstructured{Object: deepCopy(obj).(Object)}
-		u.SetNamespace(ns)
+		u.SetNamespace(ns.dry)
 		err = c.Create(ctx, u, client.DryRunAll, client.FieldValidation("Strict"))
 	}
 	st.tally(muts, err == nil)
@@ -261,7 +264,7 @@ func one(ctx context.Context, t *testing.T, c client.Client, r *fleet.Reconciler
 		return
 	}
 	real := &unstructured.Unstructured{Object: deepCopy(obj).(Object)}
-	real.SetNamespace(ns)
+	real.SetNamespace(ns.real)
 	if err := c.Create(ctx, real, client.FieldValidation("Strict")); err != nil {
 		if !apierrors.IsAlreadyExists(err) { // a mutated name may repeat
 			fail("admitted by a dry run, refused by the real create: %v; %s", err, where())
@@ -366,6 +369,9 @@ func reconciler(c client.Client, renderer *children.Renderer) *fleet.Reconciler 
 		APIs: func(context.Context) (bool, bool, error) { return false, false, nil },
 	}
 }
+
+// namespaces are where a case's dry run and its real create go.
+type namespaces struct{ dry, real string }
 
 // prepareNamespace creates the namespace the fleets go to, with the runtime ServiceAccount the
 // samples name and their StorageClass.

@@ -147,6 +147,8 @@ func (c *campaign) execute(ctx context.Context, a schedule.Action) string {
 			`"gateway":{"name":"public","namespace":"edge","sectionName":"https"},"source":{"namespace":"edge","podLabels":{"app":"public-gateway"}}}}}`, f.spec.Name)))
 	case schedule.RoutingOff:
 		return errText(c.patchFleet(ctx, f, `{"spec":{"routing":null}}`))
+	case schedule.MeshOn, schedule.MeshOff:
+		return errText(c.patchFleet(ctx, f, meshPatch(a.Kind == schedule.MeshOn)))
 	case schedule.FullStop:
 		return c.fullStop(ctx, a, f)
 	case schedule.FullStart:

@@ -237,12 +237,7 @@ func markedPod(name string, at time.Time, manager string) *corev1.Pod {
 func TestMembersTheNodeControllerMarkedAfterAnAPIServerRestartAreExcusedAndNoOthers(t *testing.T) {
 	now := time.Now()
 	m := watchedFleet(false, 0)
-	f := m.fleets["ns"]
-	f.members.setDesired(4, nil)
-	for i := range 4 {
-		f.pods[fmt.Sprint("pf-", i)] = memberPod{name: fmt.Sprint("pf-", i), ordinal: i, serving: true}
-	}
-	m.judgeMembers(f)
+	f := servingFleet(m, 4)
 	// a restart whose watches have resumed (no fresh read needed), still in its effect window
 	m.apiRestarts = []*apiRestart{{start: now.Add(-80 * time.Second), end: now.Add(-70 * time.Second)}}
 	markedAt := now.Add(-75 * time.Second)
@@ -302,12 +297,7 @@ func TestInTheReconnectWindowRuleAFailsOnlyOnAFreshRead(t *testing.T) {
 			}
 			m := watchedFleet(false, 0)
 			m.cs = fake.NewClientset(objs...)
-			f := m.fleets["ns"]
-			f.members.setDesired(3, nil)
-			for i := range 3 {
-				f.pods[fmt.Sprint("pf-", i)] = memberPod{name: fmt.Sprint("pf-", i), ordinal: i, serving: true}
-			}
-			m.judgeMembers(f)
+			f := servingFleet(m, 3)
 			m.apiRestarts = []*apiRestart{{start: time.Now().Add(-30 * time.Second), end: time.Now().Add(-10 * time.Second)}}
 			f.pods["pf-1"] = memberPod{name: "pf-1", ordinal: 1}
 			f.pods["pf-2"] = memberPod{name: "pf-2", ordinal: 2}

@@ -38,6 +38,7 @@ import (
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/tests/chaos/schedule"
 	"github.com/celld/celld-operator/tests/localcluster"
+	"github.com/celld/celld-operator/tests/sidecarinjector"
 )
 
 // Bounds of the run, each justified where it is used.
@@ -50,7 +51,8 @@ const (
 	// end (about 20 s to Ready), a member that went down just before the end replaced after
 	// the replacement delay (20 s) and the absorb window (8 s), then a full rollout of the
 	// largest fleet (5 members, about 4 s each with the 2 s shutdown): about 100 s on an idle
-	// machine. Twice that, rounded up, for a machine shared with other builds.
+	// machine. Twice that, rounded up, for a machine shared with other builds. A mesh-off that
+	// falls at the very end is such a rollout (every member leaves the mesh, one at a time).
 	convergeBound = 4 * time.Minute
 	// deletionBound: a deleted fleet is released (workload drained with a 10 s grace, claims
 	// deleted, finalizer removed) within this, even with a leader handoff in the middle.
@@ -69,6 +71,8 @@ type campaign struct {
 	ops     *operators
 	mon     *monitor
 	cluster *localcluster.Cluster
+	// injector stands in for Istio's sidecar injector in every fleet namespace (mesh_test.go)
+	injector *sidecarinjector.Injector
 	// runCtx outlives the storm: an API server restart the storm started finishes in it.
 	runCtx    context.Context
 	log       *operatorLog
@@ -160,6 +164,7 @@ func TestCampaign(t *testing.T) {
 		t.Fatal(report)
 	}
 
+	defer c.stopInjector()
 	if err := c.setup(ctx); err != nil {
 		fail("setup: %v", err)
 	}
@@ -182,6 +187,7 @@ func TestCampaign(t *testing.T) {
 	fmt.Printf("chaos: %d actions\n", len(plan))
 	start := time.Now()
 	executed := 0
+	played := map[schedule.Kind]int{}
 	for _, a := range plan {
 		select {
 		case <-stormCtx.Done():
@@ -192,6 +198,7 @@ func TestCampaign(t *testing.T) {
 		}
 		c.logf("%s -> %s", a.Describe(c.cfg), c.execute(stormCtx, a))
 		executed++
+		played[a.Kind]++
 	}
 	// The storm lasts its whole duration: the last closers' effects are watched too.
 	select {
@@ -214,7 +221,7 @@ func TestCampaign(t *testing.T) {
 	if v := c.mon.Violation(); v != "" {
 		fail("%s", v)
 	}
-	c.summary(executed)
+	c.summary(executed, played)
 }
 
 func newCampaign(seed int64, duration time.Duration, cluster *localcluster.Cluster, dir string) (*campaign, error) {
@@ -237,9 +244,11 @@ func newCampaign(seed int64, duration time.Duration, cluster *localcluster.Clust
 		layout string
 	}{
 		// At least one member per zone (the API refuses fewer replicas than azCount).
-		{schedule.Fleet{Name: "pf", Persistent: true, Replicas: 3, MinReplicas: 3, MaxReplicas: 5}, "PersistentFleet"},
-		{schedule.Fleet{Name: "dep", Replicas: 3, MinReplicas: 3, MaxReplicas: 4}, "Bucket/Deployment"},
-		{schedule.Fleet{Name: "ord", Replicas: 3, MinReplicas: 3, MaxReplicas: 4}, "Bucket/Ordered"},
+		// Every layout may join the mesh: the API admits spec.mesh on each, and the campaign's
+		// sidecar injector serves every fleet namespace.
+		{schedule.Fleet{Name: "pf", Persistent: true, Replicas: 3, MinReplicas: 3, MaxReplicas: 5, Meshable: true}, "PersistentFleet"},
+		{schedule.Fleet{Name: "dep", Replicas: 3, MinReplicas: 3, MaxReplicas: 4, Meshable: true}, "Bucket/Deployment"},
+		{schedule.Fleet{Name: "ord", Replicas: 3, MinReplicas: 3, MaxReplicas: 4, Meshable: true}, "Bucket/Ordered"},
 	}
 	for _, l := range layouts {
 		ns := fmt.Sprintf("chaos-%s-%d", l.fleet.Name, seed%1_000_000)
@@ -259,7 +268,8 @@ func newCampaign(seed int64, duration time.Duration, cluster *localcluster.Clust
 	return c, nil
 }
 
-// setup creates the operator namespace and each fleet's namespace, ServiceAccount and Secret.
+// setup creates the operator namespace and each fleet's namespace, ServiceAccount and Secret,
+// and starts the sidecar injector for the fleet namespaces.
 func (c *campaign) setup(ctx context.Context) error {
 	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
@@ -281,7 +291,7 @@ func (c *campaign) setup(ctx context.Context) error {
 		}
 		c.mon.addFleet(f.ns, f.spec.Name, f.layout != "Bucket/Deployment", f.secret)
 	}
-	return nil
+	return c.startInjector(ctx)
 }
 
 func (c *campaign) createFleets(ctx context.Context) error {
@@ -296,11 +306,17 @@ func (c *campaign) createFleets(ctx context.Context) error {
 // waitReady polls until every fleet reports Ready/Provisioned for its generation with every
 // declared member ready, or bound passes.
 func (c *campaign) waitReady(ctx context.Context, bound time.Duration) error {
+	return c.waitFleets(ctx, bound, c.readiness)
+}
+
+// waitFleets polls until check returns "" for every fleet, or bound passes; check says why a
+// fleet is not there yet.
+func (c *campaign) waitFleets(ctx context.Context, bound time.Duration, check func(context.Context, *campaignFleet) string) error {
 	deadline := time.Now().Add(bound)
 	for {
 		var notReady []string
 		for _, f := range c.fleets {
-			if why := c.readiness(ctx, f); why != "" {
+			if why := check(ctx, f); why != "" {
 				notReady = append(notReady, why)
 			}
 		}
@@ -375,14 +391,21 @@ func (c *campaign) heal(ctx context.Context) error {
 	return c.ops.EnsureRunning()
 }
 
-// converge is invariant f: every fleet Ready within convergeBound, the children the rogue
-// writer edited restored, and every earlier fleet of each namespace released with its claims.
+// converge is invariant f: every fleet Ready within convergeBound, its mesh objects matching
+// spec.mesh within meshSettleBound after that, the children the rogue writer edited restored,
+// and every earlier fleet of each namespace released with its claims.
 func (c *campaign) converge(ctx context.Context) error {
 	t0 := time.Now()
 	if err := c.waitReady(ctx, convergeBound); err != nil {
 		return err
 	}
 	c.logf("every fleet Ready %s after the storm", time.Since(t0).Round(100*time.Millisecond))
+	c.mon.mu.Lock()
+	c.mon.checks[ruleConvergence] += len(c.fleets)
+	c.mon.mu.Unlock()
+	if err := c.waitFleets(ctx, meshSettleBound, c.meshSettled); err != nil {
+		return fmt.Errorf("mesh objects disagree with spec.mesh once every fleet was Ready: %w", err)
+	}
 	c.mon.mu.Lock()
 	c.mon.checks[ruleConvergence] += len(c.fleets)
 	c.mon.mu.Unlock()
@@ -447,9 +470,16 @@ func (c *campaign) report(reason string) string {
 	return b.String()
 }
 
-func (c *campaign) summary(executed int) {
+func (c *campaign) summary(executed int, played map[schedule.Kind]int) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos: seed %d passed: %d actions in a storm of %s\n", c.seed, executed, c.cfg.Duration)
+	var kinds []string
+	for _, k := range schedule.Kinds {
+		if played[k] > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, played[k]))
+		}
+	}
+	fmt.Fprintf(&b, "  played: %s\n", strings.Join(kinds, ", "))
 	b.WriteString(formatChecks(c.mon.Checks()))
 	for _, h := range c.ops.Handoffs() {
 		fmt.Fprintf(&b, "  leader handoff after %s of replica %d: replica %d wrote the lease %s later\n", h.Cause, h.From, h.To, h.Took.Round(time.Millisecond))
@@ -457,7 +487,11 @@ func (c *campaign) summary(executed int) {
 	c.mon.mu.Lock()
 	fmt.Fprintf(&b, "  judgements where the operator had a member down while a fault had another down (allowed, counted): %d\n", c.mon.opDownSeen)
 	fmt.Fprintf(&b, "  claim deletes justified by the operator's log only, no event (see docs/reliability.md): %d\n", c.mon.eventless)
+	fmt.Fprintf(&b, "  generations of a meshed fleet seen Provisioned with every member proxied: %d\n", c.mon.meshJoined)
 	c.mon.mu.Unlock()
+	if c.injector != nil {
+		fmt.Fprintf(&b, "  Pod creates the sidecar injector gave a proxy: %d\n", c.injector.Admissions())
+	}
 	if exits := c.ops.Exits(); len(exits) > 0 {
 		var at []string
 		for _, e := range exits {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/tests/sidecarinjector"
 )
 
 // Invariant names, as the failure report and the check counts spell them.
@@ -32,6 +33,7 @@ const (
 	ruleSecrets     = "e: no Secret value in a log, event or status"
 	ruleConvergence = "f: Ready after the storm, deleted fleets released"
 	ruleFullStop    = "g: a full stop returns at the declared count in one step"
+	ruleMesh        = "h: Provisioned only with every member's proxy as spec.mesh asks"
 )
 
 // Grace periods of the continuous checks, each the time a watch or a controller needs to see
@@ -65,6 +67,7 @@ type fleetView struct {
 	declared  int                  // the fleet's spec.replicas
 	claims    map[string]claimView // the namespace's claims, by name
 	stop      *fullStopView        // the full stop in progress, if any (fullstop_test.go)
+	mesh      meshView             // mesh_test.go
 }
 
 // pendingJustification is a claim delete waiting for its replacement event.
@@ -88,6 +91,7 @@ type monitor struct {
 	eventless  int
 	checks     map[string]int
 	opDownSeen int // times the operator took a member down while a fault had another down
+	meshJoined int // times a meshed fleet was seen Provisioned with every member proxied (mesh_test.go)
 	violation  string
 	onViolate  func()
 
@@ -237,6 +241,7 @@ func (m *monitor) tick(ctx context.Context) {
 		for _, f := range m.fleets {
 			m.judgeMembers(f)
 			m.judgeFullStartDue(f, time.Now())
+			m.judgeMesh(f, time.Now())
 		}
 		m.judgePending()
 		m.mu.Unlock()
@@ -274,7 +279,7 @@ func (m *monitor) onFleet(_, obj any, deleted bool) {
 		}
 		f.uid, f.uids[uid] = uid, true
 		f.members, f.pods, f.twoDownAt, f.lastFresh = newMemberState(f.stateful), map[string]memberPod{}, time.Time{}, time.Time{}
-		f.paused, f.pausedAt, f.stop, f.deleting = false, time.Time{}, nil, false
+		f.paused, f.pausedAt, f.stop, f.deleting, f.mesh = false, time.Time{}, nil, false, meshView{}
 	}
 	// only ever set here: a late watch after an API server restart must not undo the
 	// campaign's journal of the deletion (setDeleting)
@@ -287,6 +292,8 @@ func (m *monitor) onFleet(_, obj any, deleted bool) {
 	}
 	// f.paused is the campaign's journal (setPaused), not this watch: after an API server
 	// restart the watch can deliver an unpause many seconds after the operator acted on it.
+	f.mesh.observeFleet(fl)
+	m.judgeMesh(f, time.Now())
 }
 
 // setDeleting journals the campaign's deletion of ns's fleet once the API server accepted it.
@@ -341,10 +348,12 @@ func (m *monitor) onPod(_, obj any, deleted bool) {
 		f.pods[p.Name] = memberPodOf(f, p)
 	}
 	m.judgeMembers(f)
+	m.judgeMesh(f, time.Now())
 }
 
 func memberPodOf(f *fleetView, p *corev1.Pod) memberPod {
-	mp := memberPod{name: p.Name, ordinal: -1, terminating: p.DeletionTimestamp != nil}
+	mp := memberPod{name: p.Name, ordinal: -1, terminating: p.DeletionTimestamp != nil,
+		proxied: sidecarinjector.HasProxy(&p.Spec), finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
 	if f.stateful {
 		mp.ordinal = ordinalOf(f.name, p.Name)
 	}

@@ -33,6 +33,8 @@ type memberPod struct {
 	serving       bool
 	unschedulable bool
 	terminating   bool
+	// proxied: it runs an Istio proxy; finished: Succeeded or Failed, it runs nothing (rule h)
+	proxied, finished bool
 	// detail says why a member does not serve, for the violation report: its UID, the Ready
 	// condition and who last wrote the Pod's status.
 	detail string
@@ -281,6 +283,18 @@ func watchedFleet(paused bool, pausedFor time.Duration) *monitor {
 	return m
 }
 
+// servingFleet declares n members of m's fleet, all serving, and judges them once: the
+// starting point of the member-rule tests.
+func servingFleet(m *monitor, n int) *fleetView {
+	f := m.fleets["ns"]
+	f.members.setDesired(n, nil)
+	for i := range n {
+		f.pods[fmt.Sprint("pf-", i)] = memberPod{name: fmt.Sprint("pf-", i), ordinal: i, serving: true}
+	}
+	m.judgeMembers(f)
+	return f
+}
+
 func TestTheMonitorRefusesAWorkloadWriteToAFleetPausedLongEnough(t *testing.T) {
 	w := writeRecord{Method: "PUT", Namespace: "ns", Resource: "statefulsets", Name: "pf", Kind: "StatefulSet", Labels: map[string]string{"celld.eric.dev/fleet-uid": "u1"}}
 	early := watchedFleet(true, time.Second)
@@ -370,12 +384,7 @@ func TestTheMonitorFindsASecretValueInALogLine(t *testing.T) {
 
 func TestTheMonitorFailsTwoMembersDownByTheOperatorOnlyOnceConfirmed(t *testing.T) {
 	m := watchedFleet(false, 0)
-	f := m.fleets["ns"]
-	f.members.setDesired(3, nil)
-	for i := range 3 {
-		f.pods[fmt.Sprint("pf-", i)] = memberPod{name: fmt.Sprint("pf-", i), ordinal: i, serving: true}
-	}
-	m.judgeMembers(f)
+	f := servingFleet(m, 3)
 	f.pods["pf-1"] = memberPod{name: "pf-1", ordinal: 1, terminating: true}
 	f.pods["pf-2"] = memberPod{name: "pf-2", ordinal: 2, terminating: true}
 	m.judgeMembers(f)
@@ -388,12 +397,7 @@ func TestTheMonitorFailsTwoMembersDownByTheOperatorOnlyOnceConfirmed(t *testing.
 		t.Fatalf("two members down by the operator must fail rule a, got %q", m.Violation())
 	}
 	m = watchedFleet(false, 0)
-	f = m.fleets["ns"]
-	f.members.setDesired(3, nil)
-	for i := range 3 {
-		f.pods[fmt.Sprint("pf-", i)] = memberPod{name: fmt.Sprint("pf-", i), ordinal: i, serving: true}
-	}
-	m.judgeMembers(f)
+	f = servingFleet(m, 3)
 	m.addFault(1, "ns", "pod:pf-1", true)
 	f.pods["pf-1"] = memberPod{name: "pf-1", ordinal: 1}
 	f.pods["pf-2"] = memberPod{name: "pf-2", ordinal: 2, terminating: true}

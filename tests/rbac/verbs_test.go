@@ -48,8 +48,9 @@ var unexercisedGrants = map[string]string{
 // occasionalGrants are granted triples whose use depends on timing, so a scenario may or may
 // not request them: they must be granted, and need not be requested.
 var occasionalGrants = map[string]string{
-	"core/events:patch":          "client-go's event correlator patches a repeated event (leader election) instead of creating one, when it repeats within the correlator's window",
-	"events.k8s.io/events:patch": "the events.k8s.io recorder patches the series of a fleet event that repeats within the series window (a fleet blocked, unblocked and blocked again quickly)",
+	"core/events:patch":                           "client-go's event correlator patches a repeated event (leader election) instead of creating one, when it repeats within the correlator's window",
+	"celld.eric.dev/celldstoragereservations:get": "a fleet reads its reservation from the API server only while the manager's cache has not delivered it (readReservation), when it loses the reservation's creation to another claim (reservation.Claim), and before a capacity policy records a step (writeHistory); a claim's own existence check is its list",
+	"events.k8s.io/events:patch":                  "the events.k8s.io recorder patches the series of a fleet event that repeats within the series window (a fleet blocked, unblocked and blocked again quickly)",
 }
 
 // TestVerbsMatchManifests compares what the operator requested in the chart and bundle

@@ -68,6 +68,12 @@ const (
 	// no member restarted); the RoutingOff that always follows removes the routing again.
 	RoutingOn  Kind = "routing-on"
 	RoutingOff Kind = "routing-off"
+	// MeshOn places the fleet in the Istio mesh (spec.mesh.istio): the operator rolls every
+	// member onto a template the sidecar injector gives a proxy, one at a time, behind a
+	// transitional PeerAuthentication. The MeshOff that always follows takes it out again
+	// (spec.mesh: null), rolling every member again. Drawn only on fleets with Meshable.
+	MeshOn  Kind = "mesh-on"
+	MeshOff Kind = "mesh-off"
 	// DeleteFleet deletes the fleet; the Recreate that always follows creates it again with
 	// the same name under a new bucket (the old reservation stays bound to the old UID).
 	DeleteFleet Kind = "delete-fleet"
@@ -80,13 +86,13 @@ var Kinds = []Kind{
 	DeleteMemberPod, DeleteClaim, RogueWorkload, RogueNetworkPolicy, RoguePDB, RestartAPIServer,
 	KillLeader, KillLeaderOnDelete, StopLeader,
 	RestartToken, RuntimeImage, ScaleOut, ScaleIn, Pause, Unpause, FullStop, FullStart, RoutingOn, RoutingOff,
-	DeleteFleet, Recreate,
+	MeshOn, MeshOff, DeleteFleet, Recreate,
 }
 
 // closer maps an action that opens a state to the action that always closes it later.
 var closer = map[Kind]Kind{
 	FailNode: RecoverNode, UnhealthyOn: UnhealthyOff, CordonZone: UncordonZone, Pause: Unpause, FullStop: FullStart,
-	RoutingOn: RoutingOff, DeleteFleet: Recreate,
+	RoutingOn: RoutingOff, MeshOn: MeshOff, DeleteFleet: Recreate,
 }
 
 // IsCloser reports whether k only ever follows its opener (never drawn on its own).
@@ -116,6 +122,10 @@ type Fleet struct {
 	Persistent bool
 	// MinReplicas and MaxReplicas bound scale-in and scale-out; Replicas is the start.
 	Replicas, MinReplicas, MaxReplicas int
+	// Meshable fleets may join the mesh: only they get mesh-on. The API admits spec.mesh on
+	// every profile and workload; a fleet whose namespaces no sidecar injector serves must not
+	// be meshable (it would wait for proxies for ever).
+	Meshable bool
 }
 
 // Config is everything the storm depends on besides the seed.
@@ -143,7 +153,7 @@ var DefaultWeights = map[Kind]int{
 	FailNode: 3, LoseVolume: 3, KillMember: 6, UnhealthyOn: 4, CordonZone: 2, DeleteMemberPod: 5, DeleteClaim: 2,
 	RogueWorkload: 3, RogueNetworkPolicy: 2, RoguePDB: 2, RestartAPIServer: 1,
 	KillLeader: 2, KillLeaderOnDelete: 2, StopLeader: 1,
-	RestartToken: 3, RuntimeImage: 2, ScaleOut: 2, ScaleIn: 2, Pause: 2, FullStop: 1, RoutingOn: 2, DeleteFleet: 1,
+	RestartToken: 3, RuntimeImage: 2, ScaleOut: 2, ScaleIn: 2, Pause: 2, FullStop: 1, RoutingOn: 2, MeshOn: 2, DeleteFleet: 1,
 }
 
 // Action is one step of the storm. Targets are indexes into the Config; Member is an index
@@ -202,6 +212,7 @@ type fleetState struct {
 	replicas     int
 	pausedUntil  time.Duration // 0: not paused
 	routedUntil  time.Duration // 0: not routed
+	meshedUntil  time.Duration // 0: not meshed
 	deletedUntil time.Duration // 0: present
 	unhealthy    map[int]time.Duration
 }
@@ -222,8 +233,9 @@ type generator struct {
 //   - at most one node failed and one zone cordoned at a time, each always recovered;
 //   - a pause is always followed by its unpause, a fleet deletion by its re-creation, an
 //     unhealthy member by its healing, all within [MinHold, MaxHold] and before Duration;
-//   - nothing targets a fleet between its deletion and its re-creation, and a paused, stopped
-//     or routed fleet is not deleted (so every closer finds the fleet its opener changed);
+//   - nothing targets a fleet between its deletion and its re-creation, and a paused, stopped,
+//     routed or meshed fleet is not deleted (so every closer finds the fleet its opener changed);
+//   - mesh-on only on a Meshable fleet that is not meshed already;
 //   - scale stays within [MinReplicas, MaxReplicas]; disks are lost or deleted only on
 //     PersistentFleets;
 //   - nothing is drawn within APIRestartQuiet after a restart-apiserver (closers of earlier
@@ -319,9 +331,16 @@ func (g *generator) add(a Action) int {
 
 // liveFleet picks a fleet that exists at t (and, if persistent, has claims), or -1.
 func (g *generator) liveFleet(t time.Duration, persistentOnly, unpausedOnly bool) int {
+	return g.fleetWhere(t, func(i int) bool {
+		return (!persistentOnly || g.cfg.Fleets[i].Persistent) && (!unpausedOnly || g.fleets[i].pausedUntil <= t)
+	})
+}
+
+// fleetWhere picks a fleet that exists at t and for which ok holds, or -1.
+func (g *generator) fleetWhere(t time.Duration, want func(i int) bool) int {
 	var ok []int
 	for i, f := range g.fleets {
-		if f.deletedUntil > t || (persistentOnly && !g.cfg.Fleets[i].Persistent) || (unpausedOnly && f.pausedUntil > t) {
+		if f.deletedUntil > t || !want(i) {
 			continue
 		}
 		ok = append(ok, i)
@@ -430,10 +449,19 @@ func (g *generator) draw(t time.Duration, k Kind) bool {
 		g.fleets[base.Fleet].routedUntil = end
 		seq := g.add(base)
 		g.add(Action{At: end, Kind: RoutingOff, Fleet: base.Fleet, Node: -1, Zone: -1, Closes: seq})
+	case MeshOn:
+		base.Fleet = g.fleetWhere(t, func(i int) bool { return g.cfg.Fleets[i].Meshable && g.fleets[i].meshedUntil <= t })
+		if base.Fleet < 0 {
+			return false
+		}
+		end := t + g.hold()
+		g.fleets[base.Fleet].meshedUntil = end
+		seq := g.add(base)
+		g.add(Action{At: end, Kind: MeshOff, Fleet: base.Fleet, Node: -1, Zone: -1, Closes: seq})
 	case DeleteFleet:
-		// Not while paused (its unpause must find the same fleet), routed, or while a member is
-		// held unhealthy (their closers must find it too).
-		if base.Fleet = g.liveFleet(t, false, true); base.Fleet < 0 || g.fleets[base.Fleet].routedUntil > t {
+		// Not while paused (its unpause must find the same fleet), routed, meshed, or while a
+		// member is held unhealthy (their closers must find it too).
+		if base.Fleet = g.liveFleet(t, false, true); base.Fleet < 0 || g.fleets[base.Fleet].routedUntil > t || g.fleets[base.Fleet].meshedUntil > t {
 			return false
 		}
 		f := &g.fleets[base.Fleet]

@@ -13,9 +13,9 @@ func testConfig() Config {
 		Duration: 4 * time.Minute,
 		MeanGap:  4 * time.Second,
 		Fleets: []Fleet{
-			{Name: "pf", Persistent: true, Replicas: 3, MinReplicas: 2, MaxReplicas: 5},
-			{Name: "dep", Replicas: 3, MinReplicas: 2, MaxReplicas: 4},
-			{Name: "ord", Replicas: 3, MinReplicas: 2, MaxReplicas: 4},
+			{Name: "pf", Persistent: true, Replicas: 3, MinReplicas: 2, MaxReplicas: 5, Meshable: true},
+			{Name: "dep", Replicas: 3, MinReplicas: 2, MaxReplicas: 4, Meshable: true},
+			{Name: "ord", Replicas: 3, MinReplicas: 2, MaxReplicas: 4, Meshable: true},
 		},
 		Nodes:   []string{"n-a-0", "n-a-1", "n-b-0", "n-b-1", "n-c-0", "n-c-1"},
 		Zones:   []string{"a", "b", "c"},
@@ -66,6 +66,7 @@ func checkConstraints(cfg Config, actions []Action) error {
 	failed, cordoned := -1, -1
 	paused := map[int]bool{}
 	routed := map[int]bool{}
+	meshed := map[int]bool{}
 	deleted := map[int]bool{}
 	unhealthy := map[[2]int]bool{}
 	replicas := map[int]int{}
@@ -146,9 +147,19 @@ func checkConstraints(cfg Config, actions []Action) error {
 			routed[a.Fleet] = true
 		case RoutingOff:
 			routed[a.Fleet] = false
+		case MeshOn:
+			if !cfg.Fleets[a.Fleet].Meshable {
+				return fmt.Errorf("%s: the fleet may not join the mesh", a.Describe(cfg))
+			}
+			if meshed[a.Fleet] {
+				return fmt.Errorf("%s: already meshed", a.Describe(cfg))
+			}
+			meshed[a.Fleet] = true
+		case MeshOff:
+			meshed[a.Fleet] = false
 		case DeleteFleet:
-			if paused[a.Fleet] || routed[a.Fleet] {
-				return fmt.Errorf("%s: a paused or routed fleet is deleted, its closer would find another", a.Describe(cfg))
+			if paused[a.Fleet] || routed[a.Fleet] || meshed[a.Fleet] {
+				return fmt.Errorf("%s: a paused, routed or meshed fleet is deleted, its closer would find another", a.Describe(cfg))
 			}
 			for k := range unhealthy {
 				if k[0] == a.Fleet {
@@ -180,8 +191,8 @@ func checkConstraints(cfg Config, actions []Action) error {
 		return fmt.Errorf("the storm ends with a fault open")
 	}
 	for f := range cfg.Fleets {
-		if paused[f] || deleted[f] || routed[f] {
-			return fmt.Errorf("the storm ends with fleet %d paused, deleted or routed", f)
+		if paused[f] || deleted[f] || routed[f] || meshed[f] {
+			return fmt.Errorf("the storm ends with fleet %d paused, deleted, routed or meshed", f)
 		}
 	}
 	return nil
@@ -198,6 +209,38 @@ func TestTheMixCoversEveryKindOverFiftySeeds(t *testing.T) {
 	for _, k := range Kinds {
 		if seen[k] == 0 {
 			t.Errorf("no schedule of 50 seeds has a %s", k)
+		}
+	}
+}
+
+func TestMeshTogglesGoOnlyToMeshableFleetsAndAlternate(t *testing.T) {
+	cfg := testConfig()
+	cfg.Fleets[1].Meshable = false
+	cfg.Weights = map[Kind]int{MeshOn: 5, DeleteFleet: 1, KillMember: 1}
+	toggles := map[int]int{}
+	for seed := range int64(100) {
+		actions := Generate(seed, cfg)
+		if err := checkConstraints(cfg, actions); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		for _, a := range actions {
+			if a.Kind == MeshOn {
+				toggles[a.Fleet]++
+			}
+		}
+	}
+	if toggles[1] != 0 {
+		t.Fatalf("%d mesh-on drawn on fleet dep, which is not meshable", toggles[1])
+	}
+	if toggles[0] == 0 || toggles[2] == 0 {
+		t.Fatalf("mesh-on drawn %d times on pf and %d on ord in 100 seeds with half the mix", toggles[0], toggles[2])
+	}
+	cfg.Fleets[0].Meshable, cfg.Fleets[2].Meshable = false, false
+	for seed := range int64(20) {
+		for _, a := range Generate(seed, cfg) {
+			if a.Kind == MeshOn || a.Kind == MeshOff {
+				t.Fatalf("seed %d drew %s with no meshable fleet", seed, a.Describe(cfg))
+			}
 		}
 	}
 }
