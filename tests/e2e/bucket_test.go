@@ -57,7 +57,7 @@ var _ = Describe("Bucket fleets", func() {
 		mon.Check("a Bucket Deployment rollout")
 
 		By("contracting by two members goes one step at a time, each after the previous rolled out")
-		steps := recordReplicas(ctx, ns, name)
+		steps := recordReplicas(ctx, ns, name, true)
 		mon = monitorDown(ctx, ns, getFleet(ctx, ns, name), 3, 0) // never fewer than the target serving
 		scale(ctx, ns, name, 3)
 		framework.EventuallyWithin(ctx, 2*framework.Medium, func() int32 { return *deployment(ctx, name).Spec.Replicas }).Should(Equal(int32(3)))

@@ -130,6 +130,22 @@ func capacityHistory(ctx context.Context, f *v1.CelldFleet) (h capacity.History,
 	return h, true
 }
 
+// recordedAddition waits for the reservation to record the policy addition that reached to
+// members. The record follows the workload write in the same pass, so a test that has just seen
+// the new replica count may still read the previous record.
+func recordedAddition(ctx context.Context, f *v1.CelldFleet, to int32) capacity.History {
+	GinkgoHelper()
+	var h capacity.History
+	framework.EventuallyWithin(ctx, time.Minute, func(g Gomega) {
+		var ok bool
+		h, ok = capacityHistory(ctx, f)
+		g.Expect(ok).To(BeTrue(), "the step is recorded on the reservation")
+		g.Expect(h.Baseline).NotTo(BeNil(), "a policy addition keeps its baseline: %+v", h)
+		g.Expect(h.Baseline.To).To(Equal(to), "the record of the addition to %d: %+v", to, h)
+	}).Should(Succeed())
+	return h
+}
+
 // workloadWrites are the operator's writes of StatefulSets and Deployments in ns since a time.
 func workloadWrites(ns string, since time.Time) []writeRecord {
 	var out []writeRecord
@@ -189,6 +205,7 @@ func createPolicyFleet(ctx context.Context, ns, name string, p *v1.CapacityPolic
 	f := persistentFleet(ns, name, 3)
 	f.Spec.Capacity = p
 	Expect(kube().Create(ctx, f)).To(Succeed())
+	traceCapacity(ctx, ns, name)
 	waitFleetReady(ctx, ns, name, 3)
 	return getFleet(ctx, ns, name)
 }
@@ -221,16 +238,16 @@ var _ = Describe("Capacity policy", func() {
 		load.everyone("400m", "300Mi") // newcomers take load too: the additions help
 
 		framework.EventuallyWithin(ctx, capacityWait, func() int32 { return *statefulSetOf(ctx, ns, f.Name).Spec.Replicas }).
-			Should(Equal(int32(4)), "the first addition")
+			Should(Equal(int32(4)), func() string { return "the first addition\n" + metricsDiagnosis(ctx, ns) })
 		expectEvent(ctx, ns, v1.EventCapacityScaledOut)
-		first, ok := capacityHistory(ctx, f)
-		Expect(ok).To(BeTrue(), "the step is recorded on the reservation")
-		Expect(first.Baseline).NotTo(BeNil())
-		Expect([]int32{first.Baseline.From, first.Baseline.To}).To(Equal([]int32{3, 4}), "the addition grew from 3 to 4")
+		first := recordedAddition(ctx, f, 4)
+		Expect(first.Baseline.From).To(Equal(int32(3)), "the addition grew from 3 to 4")
 
 		framework.EventuallyWithin(ctx, 2*capacityWait, func() int32 { return *statefulSetOf(ctx, ns, f.Name).Spec.Replicas }).
-			Should(Equal(int32(5)), "the second addition, after the redistribution window and the cooldown")
-		second, _ := capacityHistory(ctx, f)
+			Should(Equal(int32(5)), func() string {
+				return "the second addition, after the redistribution window and the cooldown\n" + metricsDiagnosis(ctx, ns)
+			})
+		second := recordedAddition(ctx, f, 5)
 		Expect(second.LastScaleOut.Sub(first.LastScaleOut)).To(BeNumerically(">=", 30*time.Second),
 			"scaleOutCooldownSeconds 30 separates the two additions")
 		waitFleetReady(ctx, ns, f.Name, 5)
@@ -249,6 +266,7 @@ var _ = Describe("Capacity policy", func() {
 		f := persistentFleet(ns, "shrink", 4)
 		f.Spec.Capacity = fastPolicy(v1.CapacityAutomatic, 5)
 		Expect(kube().Create(ctx, f)).To(Succeed())
+		traceCapacity(ctx, ns, f.Name)
 		waitFleetReady(ctx, ns, f.Name, 4)
 		f = getFleet(ctx, ns, f.Name)
 		claims := claimUIDs(ctx, ns)
@@ -346,3 +364,52 @@ var _ = Describe("Capacity policy", func() {
 		waitFleetReady(ctx, ns, f.Name, 3)
 	})
 })
+
+// capacityTrail is how a fleet's capacity decision went: status.capacity read every second
+// until the spec ends, one line per change of reason, desired or covered members, or message.
+type capacityTrail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// traceCapacity starts the trail of fleet ns/name; it is reported when the spec fails, or in a
+// verbose run.
+func traceCapacity(ctx context.Context, ns, name string) {
+	tr := &capacityTrail{}
+	ctx, cancel := context.WithCancel(ctx)
+	DeferCleanup(func() {
+		cancel()
+		AddReportEntry("capacity decisions of "+name, tr.String(), ReportEntryVisibilityFailureOrVerbose)
+	})
+	go func() {
+		defer GinkgoRecover()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := ""
+		for {
+			f := &v1.CelldFleet{}
+			if kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, f) == nil && f.Status.Capacity != nil {
+				c := f.Status.Capacity
+				line := fmt.Sprintf("%s desired %d covered %d: %s", c.Reason, c.DesiredReplicas, c.CoveredReplicas, c.Message)
+				if line != last {
+					last = line
+					tr.mu.Lock()
+					tr.lines = append(tr.lines, time.Now().UTC().Format("15:04:05.0")+" "+line)
+					tr.mu.Unlock()
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// String is the trail so far, one decision per line.
+func (tr *capacityTrail) String() string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return "capacity decisions:\n" + strings.Join(tr.lines, "\n")
+}

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -98,30 +99,40 @@ func (m *downMonitor) Check(during string) {
 	AddReportEntry("member changes followed during "+during, m.events)
 }
 
-// recordReplicas follows a fleet's Deployment through a watch from now on and returns a func
-// giving every distinct spec.replicas it held, in order, the current one first.
-func recordReplicas(ctx context.Context, ns, name string) func() []int32 {
+// recordReplicas follows a fleet's workload (a StatefulSet, or a Deployment when deployment
+// is true) through a watch from now on and returns a func giving every distinct spec.replicas
+// it held, in order, the current one first. A watch sees every write, so a step the operator
+// holds for a moment is seen where a poll could miss it.
+func recordReplicas(ctx context.Context, ns, name string, deployment bool) func() []int32 {
 	GinkgoHelper()
 	var mu sync.Mutex
 	var seen []int32
-	note := func(r int32) {
+	note := func(u *unstructured.Unstructured) {
+		r, found, err := unstructured.NestedInt64(u.Object, "spec", "replicas")
+		if !found || err != nil {
+			return
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		if len(seen) == 0 || seen[len(seen)-1] != r {
-			seen = append(seen, r)
+		if len(seen) == 0 || seen[len(seen)-1] != int32(r) {
+			seen = append(seen, int32(r))
 		}
 	}
-	deps := framework.Cluster.Client.AppsV1().Deployments(ns)
-	d, err := deps.Get(ctx, name, metav1.GetOptions{})
+	resource := appsv1.SchemeGroupVersion.WithResource("statefulsets")
+	if deployment {
+		resource = appsv1.SchemeGroupVersion.WithResource("deployments")
+	}
+	workloads := framework.Cluster.Dynamic.Resource(resource).Namespace(ns)
+	current, err := workloads.Get(ctx, name, metav1.GetOptions{})
 	Expect(err).NotTo(HaveOccurred())
-	note(*d.Spec.Replicas)
-	w, err := deps.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: d.ResourceVersion})
+	note(current)
+	w, err := workloads.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: current.GetResourceVersion()})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(w.Stop)
 	go func() {
 		for ev := range w.ResultChan() {
-			if d, ok := ev.Object.(*appsv1.Deployment); ok && d.Spec.Replicas != nil {
-				note(*d.Spec.Replicas)
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				note(u)
 			}
 		}
 	}()
