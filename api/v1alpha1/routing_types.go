@@ -35,9 +35,11 @@ type RoutingSource struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
 	Namespace string `json:"namespace"`
-	// podLabels of the data-plane Pods, 1 to 16.
+	// podLabels of the data-plane Pods, 1 to 16, each a valid label key and value.
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, (!k.contains('/') || k.indexOf('/') <= 253) && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",reason="FieldValueInvalid",message="podLabels keys must be label keys: an optional DNS-subdomain prefix of at most 253 characters and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit; fix the key"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63 && self[k].matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$'))",reason="FieldValueInvalid",message="podLabels values must be label values: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, or empty; fix the value"
 	// +required
 	PodLabels map[string]string `json:"podLabels"`
 }
@@ -77,10 +79,11 @@ type IngressRouting struct {
 	TLSSecretName string `json:"tlsSecretName,omitempty"`
 	// annotations are up to 16 controller annotations set on the Ingress; removed ones are
 	// pruned, others' annotations kept. celld.eric.dev/* and kubernetes.io/ingress.class are
-	// refused, and each value is at most 4096 bytes.
+	// refused, keys must be annotation keys, and each value is at most 4096 bytes.
 	// +kubebuilder:validation:MaxProperties=16
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('celld.eric.dev/') && k != 'kubernetes.io/ingress.class')",reason="FieldValueInvalid",message="spec.routing.ingress.annotations cannot set celld.eric.dev/* (operator-owned) or kubernetes.io/ingress.class (use className); remove them"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 4096)",reason="FieldValueInvalid",message="spec.routing.ingress.annotations values must be at most 4096 bytes; shorten the value"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, (!k.contains('/') || k.indexOf('/') <= 253) && k.lowerAscii().matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",reason="FieldValueInvalid",message="spec.routing.ingress.annotations keys must be annotation keys: an optional DNS-subdomain prefix of at most 253 characters and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit; fix the key"
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -437,7 +438,7 @@ func (e *EgressTarget) validate(p *field.Path) field.ErrorList {
 	if len(e.PodLabels) > 16 {
 		errs = append(errs, field.TooMany(p.Child("podLabels"), len(e.PodLabels), 16))
 	}
-	return errs
+	return append(errs, validateLabels(p.Child("podLabels"), e.PodLabels)...)
 }
 
 func (e *ExportSpec) validate(p *field.Path) field.ErrorList {
@@ -574,6 +575,23 @@ func (s *RoutingSource) validate(p *field.Path) field.ErrorList {
 	if n := len(s.PodLabels); n < 1 || n > 16 {
 		errs = append(errs, field.Invalid(p.Child("podLabels"), n, "spec.routing.source.podLabels must have 1 to 16 labels"))
 	}
+	return append(errs, validateLabels(p.Child("podLabels"), s.PodLabels)...)
+}
+
+// validateLabels checks what a label selector built from labels needs: every key a qualified
+// name and every value a label value, as the API server checks them on the NetworkPolicy the
+// selector goes to. The CRD's rules say the same, so an admitted fleet never renders a policy
+// the API server refuses.
+func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for k, v := range labels {
+		if len(validation.IsQualifiedName(k)) > 0 {
+			errs = append(errs, field.Invalid(p.Key(k), k, MsgLabelKey))
+		}
+		if len(validation.IsValidLabelValue(v)) > 0 {
+			errs = append(errs, field.Invalid(p.Key(k), v, MsgLabelValue))
+		}
+	}
 	return errs
 }
 
@@ -588,6 +606,10 @@ func (i *IngressRouting) validate(p *field.Path) field.ErrorList {
 	for k, v := range i.Annotations {
 		if strings.HasPrefix(k, "celld.eric.dev/") || k == "kubernetes.io/ingress.class" {
 			errs = append(errs, field.Invalid(p.Child("annotations").Key(k), k, MsgIngressAnnotationReserved))
+		}
+		// the API server checks annotation keys lower-cased (apimachinery's ValidateAnnotations)
+		if len(validation.IsQualifiedName(strings.ToLower(k))) > 0 {
+			errs = append(errs, field.Invalid(p.Child("annotations").Key(k), k, MsgIngressAnnotationKey))
 		}
 		if len(v) > 4096 {
 			errs = append(errs, field.Invalid(p.Child("annotations").Key(k), len(v), MsgIngressAnnotationSize))

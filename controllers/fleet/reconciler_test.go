@@ -284,19 +284,40 @@ func TestASettledReconcileWritesNothing(t *testing.T) {
 	t.Logf("a settled reconcile reads %d objects or lists from the API server", (reads.Load()-readsBefore)/2)
 }
 
-// TestInvalidSpecFailsClosed: an object that bypassed admission is not rendered.
+// TestInvalidSpecFailsClosed: an object that bypassed admission (or was stored under an older,
+// looser CRD) is not rendered: the fleet stops with InvalidConfiguration naming the field,
+// instead of returning the error the chart or the API server would give on every pass.
 func TestInvalidSpecFailsClosed(t *testing.T) {
-	f := corpus.Persistent()
-	f.Spec.Placement.Zones = []string{"eu-west-1a"} // outside the region, and azCount differs
-	s := newScope(f, time.Now())
-	r := &Reconciler{}
-	stop, err := r.validate(context.Background(), s)
-	v := lifecycle.Decide(s.find)
-	if !stop || err != nil || v.Reason != v1.ReasonInvalidConfiguration {
-		t.Fatalf("want a stop with InvalidConfiguration, got stop=%v err=%v reason=%s", stop, err, v.Reason)
-	}
-	if !strings.Contains(v.Message, "spec.placement") || !strings.Contains(v.Message, "CelldFleet /f") {
-		t.Fatalf("the message must name the fleet and the field: %s", v.Message)
+	for _, c := range []struct {
+		name, field string
+		mutate      func(f *v1.CelldFleet)
+	}{
+		{"zones outside the region", "spec.placement", func(f *v1.CelldFleet) {
+			f.Spec.Placement.Zones = []string{"eu-west-1a"} // and azCount differs
+		}},
+		{"a routing label value of 64 characters", "spec.routing.source.podLabels[app]", func(f *v1.CelldFleet) {
+			f.Spec.Routing = &v1.RoutingSpec{Hostnames: []string{"app.example.com"}, Gateway: &v1.GatewayRouting{Name: "public"},
+				Source: v1.RoutingSource{Namespace: "edge", PodLabels: map[string]string{"app": strings.Repeat("g", 64)}}}
+		}},
+		{"a telemetry egress label key with two slashes", "spec.telemetry.egress.podLabels[a/b/c]", func(f *v1.CelldFleet) {
+			f.Spec.Telemetry = &v1.TelemetrySpec{CollectorURL: "http://otel.observability.svc:4318",
+				Egress: v1.EgressTarget{PodLabels: map[string]string{"a/b/c": "otel"}}}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := corpus.Persistent()
+			c.mutate(f)
+			s := newScope(f, time.Now())
+			r := &Reconciler{}
+			stop, err := r.validate(context.Background(), s)
+			v := lifecycle.Decide(s.find)
+			if !stop || err != nil || v.Reason != v1.ReasonInvalidConfiguration {
+				t.Fatalf("want a stop with InvalidConfiguration, got stop=%v err=%v reason=%s", stop, err, v.Reason)
+			}
+			if !strings.Contains(v.Message, c.field) || !strings.Contains(v.Message, "CelldFleet /f") {
+				t.Fatalf("the message must name the fleet and %s: %s", c.field, v.Message)
+			}
+		})
 	}
 }
 

@@ -10,7 +10,7 @@ package v1alpha1
 type EgressTargetApplyConfiguration struct {
 	// cidr is an address range.
 	CIDR *string `json:"cidr,omitempty"`
-	// podLabels selects destination Pods.
+	// podLabels selects destination Pods, 1 to 16, each a valid label key and value.
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 	// namespace is where the podLabels Pods run; the fleet namespace when omitted.
 	Namespace *string `json:"namespace,omitempty"`

@@ -14,7 +14,7 @@ type IngressRoutingApplyConfiguration struct {
 	TLSSecretName *string `json:"tlsSecretName,omitempty"`
 	// annotations are up to 16 controller annotations set on the Ingress; removed ones are
 	// pruned, others' annotations kept. celld.eric.dev/* and kubernetes.io/ingress.class are
-	// refused, and each value is at most 4096 bytes.
+	// refused, keys must be annotation keys, and each value is at most 4096 bytes.
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
 

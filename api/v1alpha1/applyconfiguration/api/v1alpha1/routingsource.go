@@ -9,7 +9,7 @@ package v1alpha1
 type RoutingSourceApplyConfiguration struct {
 	// namespace of the data-plane Pods.
 	Namespace *string `json:"namespace,omitempty"`
-	// podLabels of the data-plane Pods, 1 to 16.
+	// podLabels of the data-plane Pods, 1 to 16, each a valid label key and value.
 	PodLabels map[string]string `json:"podLabels,omitempty"`
 }
 
