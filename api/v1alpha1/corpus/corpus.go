@@ -77,6 +77,34 @@ func routing() *v1.RoutingSpec {
 	}
 }
 
+// withSourceLabels routes the fleet with labels selecting the data-plane Pods.
+func withSourceLabels(labels map[string]string) func(*v1.CelldFleet) {
+	return func(f *v1.CelldFleet) {
+		r := routing()
+		r.Source.PodLabels = labels
+		f.Spec.Routing = r
+	}
+}
+
+// withIngressAnnotations routes the fleet through an nginx Ingress with annotations.
+func withIngressAnnotations(annotations map[string]string) func(*v1.CelldFleet) {
+	return func(f *v1.CelldFleet) {
+		r := routing()
+		r.Gateway = nil
+		r.Ingress = &v1.IngressRouting{ClassName: "nginx", Annotations: annotations}
+		f.Spec.Routing = r
+	}
+}
+
+// withEgressLabels sends telemetry to the Pods labels select.
+func withEgressLabels(labels map[string]string) func(*v1.CelldFleet) {
+	return func(f *v1.CelldFleet) {
+		t := telemetry()
+		t.Egress.PodLabels = labels
+		f.Spec.Telemetry = t
+	}
+}
+
 func kafka() *v1.ExportSpec {
 	return &v1.ExportSpec{Sink: v1.ExportSinkKafka, Kafka: &v1.ExportKafka{
 		Brokers: []string{"b-1.kafka:9092"}, Topic: "changes", Egress: v1.EgressTarget{CIDR: "10.0.0.0/16"},
@@ -273,73 +301,21 @@ func Create() []Case {
 			r.Hostnames = []string{"*.example.com"}
 			f.Spec.Routing = r
 		}},
-		{Name: "ingress with reserved annotation", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Gateway = nil
-			r.Ingress = &v1.IngressRouting{ClassName: "nginx", Annotations: map[string]string{"kubernetes.io/ingress.class": "nginx"}}
-			f.Spec.Routing = r
-		}, Message: v1.MsgIngressAnnotationReserved, Path: "spec.routing.ingress.annotations"},
-		{Name: "ingress with oversized annotation", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Gateway = nil
-			r.Ingress = &v1.IngressRouting{ClassName: "nginx", Annotations: map[string]string{"x/y": strings.Repeat("v", 4097)}}
-			f.Spec.Routing = r
-		}, Message: v1.MsgIngressAnnotationSize, Path: "spec.routing.ingress.annotations"},
-		{Name: "ingress annotation key with a space", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Gateway = nil
-			r.Ingress = &v1.IngressRouting{ClassName: "nginx", Annotations: map[string]string{"nginx.ingress.kubernetes.io/proxy body": "1m"}}
-			f.Spec.Routing = r
-		}, Message: v1.MsgIngressAnnotationKey, Path: "spec.routing.ingress.annotations"},
-		{Name: "ingress annotation key with an upper-case prefix (the API server lower-cases it)", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Gateway = nil
-			r.Ingress = &v1.IngressRouting{ClassName: "nginx", Annotations: map[string]string{"Example.COM/Proxy_Body.size": "1m"}}
-			f.Spec.Routing = r
-		}},
-		{Name: "routing source label value of 64 characters", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Source.PodLabels = map[string]string{"app.kubernetes.io/component": strings.Repeat("a", 64)}
-			f.Spec.Routing = r
-		}, Message: v1.MsgLabelValue, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source label value ending in a dash", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Source.PodLabels = map[string]string{"app": "gw-"}
-			f.Spec.Routing = r
-		}, Message: v1.MsgLabelValue, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source label key with two slashes", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Source.PodLabels = map[string]string{"a/b/c": "gw"}
-			f.Spec.Routing = r
-		}, Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source label key with a name of 64 characters", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Source.PodLabels = map[string]string{"example.com/" + strings.Repeat("n", 64): "gw"}
-			f.Spec.Routing = r
-		}, Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source label key with a prefix of 254 characters", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Source.PodLabels = map[string]string{strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 62) + "/app": "gw"}
-			f.Spec.Routing = r
-		}, Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source labels at their limits: a 253-character prefix, a 63-character name and value, an empty value", Mutate: func(f *v1.CelldFleet) {
-			r := routing()
-			r.Source.PodLabels = map[string]string{
-				strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 61) + "/" + strings.Repeat("N", 63): strings.Repeat("V", 63),
-				"Tier_1.x": "",
-			}
-			f.Spec.Routing = r
-		}},
-		{Name: "telemetry egress label key with an upper-case prefix", Mutate: func(f *v1.CelldFleet) {
-			t := telemetry()
-			t.Egress.PodLabels = map[string]string{"Example.com/app": "otel"}
-			f.Spec.Telemetry = t
-		}, Message: v1.MsgLabelKey, Path: "spec.telemetry.egress.podLabels"},
-		{Name: "telemetry egress label value with a slash", Mutate: func(f *v1.CelldFleet) {
-			t := telemetry()
-			t.Egress.PodLabels = map[string]string{"app": "otel/collector"}
-			f.Spec.Telemetry = t
-		}, Message: v1.MsgLabelValue, Path: "spec.telemetry.egress.podLabels"},
+		{Name: "ingress with reserved annotation", Mutate: withIngressAnnotations(map[string]string{"kubernetes.io/ingress.class": "nginx"}), Message: v1.MsgIngressAnnotationReserved, Path: "spec.routing.ingress.annotations"},
+		{Name: "ingress with oversized annotation", Mutate: withIngressAnnotations(map[string]string{"x/y": strings.Repeat("v", 4097)}), Message: v1.MsgIngressAnnotationSize, Path: "spec.routing.ingress.annotations"},
+		{Name: "ingress annotation key with a space", Mutate: withIngressAnnotations(map[string]string{"nginx.ingress.kubernetes.io/proxy body": "1m"}), Message: v1.MsgIngressAnnotationKey, Path: "spec.routing.ingress.annotations"},
+		{Name: "ingress annotation key with an upper-case prefix (the API server lower-cases it)", Mutate: withIngressAnnotations(map[string]string{"Example.COM/Proxy_Body.size": "1m"})},
+		{Name: "routing source label value of 64 characters", Mutate: withSourceLabels(map[string]string{"app.kubernetes.io/component": strings.Repeat("a", 64)}), Message: v1.MsgLabelValue, Path: "spec.routing.source.podLabels"},
+		{Name: "routing source label value ending in a dash", Mutate: withSourceLabels(map[string]string{"app": "gw-"}), Message: v1.MsgLabelValue, Path: "spec.routing.source.podLabels"},
+		{Name: "routing source label key with two slashes", Mutate: withSourceLabels(map[string]string{"a/b/c": "gw"}), Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
+		{Name: "routing source label key with a name of 64 characters", Mutate: withSourceLabels(map[string]string{"example.com/" + strings.Repeat("n", 64): "gw"}), Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
+		{Name: "routing source label key with a prefix of 254 characters", Mutate: withSourceLabels(map[string]string{strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 62) + "/app": "gw"}), Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
+		{Name: "routing source labels at their limits: a 253-character prefix, a 63-character name and value, an empty value", Mutate: withSourceLabels(map[string]string{
+			strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 61) + "/" + strings.Repeat("N", 63): strings.Repeat("V", 63),
+			"Tier_1.x": "",
+		})},
+		{Name: "telemetry egress label key with an upper-case prefix", Mutate: withEgressLabels(map[string]string{"Example.com/app": "otel"}), Message: v1.MsgLabelKey, Path: "spec.telemetry.egress.podLabels"},
+		{Name: "telemetry egress label value with a slash", Mutate: withEgressLabels(map[string]string{"app": "otel/collector"}), Message: v1.MsgLabelValue, Path: "spec.telemetry.egress.podLabels"},
 		{Name: "istio mesh", Mutate: func(f *v1.CelldFleet) { f.Spec.Mesh = &v1.MeshSpec{Istio: &v1.IstioMeshSpec{}} }},
 		{Name: "capacity policy", Mutate: func(f *v1.CelldFleet) { f.Spec.Capacity = &v1.CapacityPolicy{Mode: v1.CapacityExternal} }},
 		{Name: "capacity min above max", Mutate: func(f *v1.CelldFleet) {
