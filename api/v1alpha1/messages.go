@@ -45,7 +45,6 @@ const (
 	MsgIngressAnnotationReserved    = "spec.routing.ingress.annotations cannot set celld.eric.dev/* (operator-owned) or kubernetes.io/ingress.class (use className); remove them"
 	MsgIngressAnnotationKey         = "spec.routing.ingress.annotations keys must be annotation keys: an optional DNS-subdomain prefix of at most 253 characters and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit; fix the key"
 	MsgLabelKey                     = "podLabels keys must be label keys: an optional DNS-subdomain prefix of at most 253 characters and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit; fix the key"
-	MsgLabelValue                   = "podLabels values must be label values: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, or empty; fix the value"
 	MsgIngressAnnotationSize        = "spec.routing.ingress.annotations values must be at most 4096 bytes; shorten the value"
 	MsgEnvValueSource               = "spec.env entries need exactly one of value or secretKeyRef; keep one"
 	MsgEnvOperatorOwned             = "spec.env name is owned by the operator (identity, network, durability, storage and tuning settings); use the dedicated spec field instead"

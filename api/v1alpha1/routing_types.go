@@ -39,10 +39,16 @@ type RoutingSource struct {
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:MaxProperties=16
 	// +kubebuilder:validation:XValidation:rule="self.all(k, (!k.contains('/') || k.indexOf('/') <= 253) && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",reason="FieldValueInvalid",message="podLabels keys must be label keys: an optional DNS-subdomain prefix of at most 253 characters and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit; fix the key"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63 && self[k].matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$'))",reason="FieldValueInvalid",message="podLabels values must be label values: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, or empty; fix the value"
 	// +required
-	PodLabels map[string]string `json:"podLabels"`
+	PodLabels map[string]LabelValue `json:"podLabels"`
 }
+
+// LabelValue is a Kubernetes label value: empty, or at most 63 letters, digits, '-', '_' and
+// '.' that start and end with a letter or digit. A selector's values are checked as the API
+// server checks them on the NetworkPolicy that carries the selector.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
 
 // GatewayRouting names the parent Gateway.
 type GatewayRouting struct {

@@ -580,16 +580,16 @@ func (s *RoutingSource) validate(p *field.Path) field.ErrorList {
 
 // validateLabels checks what a label selector built from labels needs: every key a qualified
 // name and every value a label value, as the API server checks them on the NetworkPolicy the
-// selector goes to. The CRD's rules say the same, so an admitted fleet never renders a policy
-// the API server refuses.
-func validateLabels(p *field.Path, labels map[string]string) field.ErrorList {
+// selector goes to. The CRD says the same (a CEL rule for the keys, LabelValue's schema for
+// the values), so an admitted fleet never renders a policy the API server refuses.
+func validateLabels(p *field.Path, labels map[string]LabelValue) field.ErrorList {
 	var errs field.ErrorList
 	for k, v := range labels {
 		if len(validation.IsQualifiedName(k)) > 0 {
 			errs = append(errs, field.Invalid(p.Key(k), k, MsgLabelKey))
 		}
-		if len(validation.IsValidLabelValue(v)) > 0 {
-			errs = append(errs, field.Invalid(p.Key(k), v, MsgLabelValue))
+		for _, msg := range validation.IsValidLabelValue(string(v)) {
+			errs = append(errs, field.Invalid(p.Key(k), v, msg))
 		}
 	}
 	return errs

@@ -497,7 +497,7 @@ func (in *EgressTarget) DeepCopyInto(out *EgressTarget) {
 	*out = *in
 	if in.PodLabels != nil {
 		in, out := &in.PodLabels, &out.PodLabels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}
@@ -1004,7 +1004,7 @@ func (in *RoutingSource) DeepCopyInto(out *RoutingSource) {
 	*out = *in
 	if in.PodLabels != nil {
 		in, out := &in.PodLabels, &out.PodLabels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

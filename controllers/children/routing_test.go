@@ -17,7 +17,7 @@ import (
 func ingressRouting() *v1.RoutingSpec {
 	return &v1.RoutingSpec{
 		Hostnames: []string{"app.example.com"},
-		Source:    v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}},
+		Source:    v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]v1.LabelValue{"app": "ingress"}},
 		Ingress:   &v1.IngressRouting{ClassName: "nginx", Annotations: map[string]string{"a.example.com/keep": "1", "b.example.com/drop": "2"}},
 	}
 }

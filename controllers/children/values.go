@@ -229,10 +229,10 @@ func brokerPorts(brokers []string) ([]int64, error) {
 	return slices.Compact(ports), nil
 }
 
-func stringMap(m map[string]string) map[string]any {
+func stringMap[V ~string](m map[string]V) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
-		out[k] = v
+		out[k] = string(v)
 	}
 	return out
 }

@@ -295,13 +295,13 @@ func TestInvalidSpecFailsClosed(t *testing.T) {
 		{"zones outside the region", "spec.placement", func(f *v1.CelldFleet) {
 			f.Spec.Placement.Zones = []string{"eu-west-1a"} // and azCount differs
 		}},
-		{"a routing label value of 64 characters", "spec.routing.source.podLabels[app]", func(f *v1.CelldFleet) {
-			f.Spec.Routing = &v1.RoutingSpec{Hostnames: []string{"app.example.com"}, Gateway: &v1.GatewayRouting{Name: "public"},
-				Source: v1.RoutingSource{Namespace: "edge", PodLabels: map[string]string{"app": strings.Repeat("g", 64)}}}
+		{"a telemetry egress label value of 64 characters", "spec.telemetry.egress.podLabels[app]", func(f *v1.CelldFleet) {
+			f.Spec.Telemetry = &v1.TelemetrySpec{CollectorURL: "http://otel.observability.svc:4318",
+				Egress: v1.EgressTarget{PodLabels: map[string]v1.LabelValue{"app": v1.LabelValue(strings.Repeat("o", 64))}}}
 		}},
 		{"a telemetry egress label key with two slashes", "spec.telemetry.egress.podLabels[a/b/c]", func(f *v1.CelldFleet) {
 			f.Spec.Telemetry = &v1.TelemetrySpec{CollectorURL: "http://otel.observability.svc:4318",
-				Egress: v1.EgressTarget{PodLabels: map[string]string{"a/b/c": "otel"}}}
+				Egress: v1.EgressTarget{PodLabels: map[string]v1.LabelValue{"a/b/c": "otel"}}}
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -364,7 +364,7 @@ func TestAForeignApplicationServiceShowsInRoutingReady(t *testing.T) {
 	f := createFleet(t, admin, ns, "routed", ns+"-routed", func(f *v1.CelldFleet) {
 		f.Spec.Routing = &v1.RoutingSpec{
 			Hostnames: []string{"app.example.com"},
-			Source:    v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}},
+			Source:    v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]v1.LabelValue{"app": "ingress"}},
 			Ingress:   &v1.IngressRouting{ClassName: "nginx"},
 		}
 	})
@@ -407,19 +407,36 @@ func TestAGoneFleetIsForgotten(t *testing.T) {
 // TestInvalidRoutingDoesNotBlock: a routing block that bypassed admission is reported on
 // RoutingReady alone; the fleet is provisioned as usual and the route is left as it is.
 func TestInvalidRoutingDoesNotBlock(t *testing.T) {
-	f := corpus.Persistent()
-	f.Spec.Routing = &v1.RoutingSpec{} // neither a Gateway nor an Ingress
-	s := newScope(f, time.Now())
 	r := &Reconciler{}
-	stop, err := r.validate(context.Background(), s)
-	if stop || err != nil || s.find.Blocked() {
-		t.Fatalf("an invalid routing block must not stop or block the pass: stop=%v err=%v blockers=%v", stop, err, s.find.Blockers)
+	for _, c := range []struct {
+		name, field string
+		routing     *v1.RoutingSpec
+	}{
+		{"neither a Gateway nor an Ingress", "spec.routing", &v1.RoutingSpec{}},
+		{"a source label value of 64 characters", "spec.routing.source.podLabels[app]", &v1.RoutingSpec{
+			Hostnames: []string{"app.example.com"}, Gateway: &v1.GatewayRouting{Name: "public"},
+			Source: v1.RoutingSource{Namespace: "edge", PodLabels: map[string]v1.LabelValue{"app": v1.LabelValue(strings.Repeat("g", 64))}},
+		}},
+	} {
+		f := corpus.Persistent()
+		f.Spec.Routing = c.routing
+		s := newScope(f, time.Now())
+		stop, err := r.validate(context.Background(), s)
+		if stop || err != nil || s.find.Blocked() {
+			t.Fatalf("%s: an invalid routing block must not stop or block the pass: stop=%v err=%v blockers=%v", c.name, stop, err, s.find.Blockers)
+		}
+		if s.routing == nil || s.routing.Reason != v1.ReasonInvalidConfiguration || s.routing.Status != metav1.ConditionFalse {
+			t.Fatalf("%s: RoutingReady = %+v, want False/InvalidConfiguration", c.name, s.routing)
+		}
+		if !strings.Contains(s.routing.Message, c.field) || !strings.Contains(s.routing.Message, "CelldFleet /f") {
+			t.Fatalf("%s: the message must name the fleet and %s: %s", c.name, c.field, s.routing.Message)
+		}
 	}
-	if s.routing == nil || s.routing.Reason != v1.ReasonInvalidConfiguration || s.routing.Status != metav1.ConditionFalse {
-		t.Fatalf("RoutingReady = %+v, want False/InvalidConfiguration", s.routing)
-	}
-	if !strings.Contains(s.routing.Message, "spec.routing") || !strings.Contains(s.routing.Message, "CelldFleet /f") {
-		t.Fatalf("the message must name the fleet and the field: %s", s.routing.Message)
+	f := corpus.Persistent()
+	f.Spec.Routing = &v1.RoutingSpec{}
+	s := newScope(f, time.Now())
+	if stop, err := r.validate(context.Background(), s); stop || err != nil {
+		t.Fatalf("stop=%v err=%v", stop, err)
 	}
 	// A later routing finding (the applier keeping the existing route) does not hide it.
 	s.setRouting(&metav1.Condition{Type: v1.ConditionRoutingReady, Reason: v1.ReasonGatewayAPIUnavailable})

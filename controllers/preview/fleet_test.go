@@ -90,7 +90,7 @@ func TestAPreviewFleetTakesThePoolsSettings(t *testing.T) {
 		Execution: &v1.PreviewExecution{CPURequest: new(resource.MustParse("50m"))},
 		Scratch:   &v1.ScratchSpec{Limit: &small},
 		Routing: &v1.PreviewRouting{BaseDomain: "previews.example.com", Scheme: "https",
-			Source:  v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}},
+			Source:  v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]v1.LabelValue{"app": "ingress"}},
 			Ingress: &v1.IngressRouting{ClassName: "nginx", TLSSecretName: "wildcard"}},
 	}
 	f := Fleet(p, parent)

@@ -79,7 +79,7 @@ func createParent(t *testing.T, ns, name, previewBucket string) *v1.CelldFleet {
 		}
 		f.Spec.Previews = &v1.FleetPreviewsSpec{Storage: v1.PreviewStorage{Bucket: previewBucket},
 			Routing: &v1.PreviewRouting{BaseDomain: "previews.example.com",
-				Source:  v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]string{"app": "ingress"}},
+				Source:  v1.RoutingSource{Namespace: "ingress-nginx", PodLabels: map[string]v1.LabelValue{"app": "ingress"}},
 				Ingress: &v1.IngressRouting{ClassName: "nginx"}}}
 	})
 }

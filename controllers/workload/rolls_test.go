@@ -88,7 +88,7 @@ func quietChanges() []change {
 		{"routing added", "persistent", func(f *v1.CelldFleet) {
 			f.Spec.Routing = &v1.RoutingSpec{
 				Hostnames: []string{"app.example.com"},
-				Source:    v1.RoutingSource{Namespace: "edge", PodLabels: map[string]string{"app": "gw"}},
+				Source:    v1.RoutingSource{Namespace: "edge", PodLabels: map[string]v1.LabelValue{"app": "gw"}},
 				Gateway:   &v1.GatewayRouting{Name: "public"},
 			}
 		}, false},

@@ -113,7 +113,7 @@ func sensitiveSecrets(ctx context.Context, ns string) map[string]string {
 func withTelemetryExportEnv(f *v1.CelldFleet, mode string) {
 	f.Spec.Telemetry = &v1.TelemetrySpec{
 		CollectorURL:        "http://otel-collector.observability.svc:4318",
-		Egress:              v1.EgressTarget{PodLabels: map[string]string{"app.kubernetes.io/name": "opentelemetry-collector"}, Namespace: "observability"},
+		Egress:              v1.EgressTarget{PodLabels: map[string]v1.LabelValue{"app.kubernetes.io/name": "opentelemetry-collector"}, Namespace: "observability"},
 		HeadersSecretKeyRef: &v1.SecretKeyRef{Name: "e2e-otlp", Key: "headers"},
 	}
 	f.Spec.Export = &v1.ExportSpec{Sink: v1.ExportSinkKafka, Kafka: &v1.ExportKafka{

@@ -66,19 +66,19 @@ func Bucket() *v1.CelldFleet {
 func q(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
 
 func telemetry() *v1.TelemetrySpec {
-	return &v1.TelemetrySpec{CollectorURL: "http://otel.observability.svc:4318", Egress: v1.EgressTarget{PodLabels: map[string]string{"app": "otel"}, Namespace: "observability"}}
+	return &v1.TelemetrySpec{CollectorURL: "http://otel.observability.svc:4318", Egress: v1.EgressTarget{PodLabels: map[string]v1.LabelValue{"app": "otel"}, Namespace: "observability"}}
 }
 
 func routing() *v1.RoutingSpec {
 	return &v1.RoutingSpec{
 		Hostnames: []string{"app.example.com"},
-		Source:    v1.RoutingSource{Namespace: "edge", PodLabels: map[string]string{"app": "gw"}},
+		Source:    v1.RoutingSource{Namespace: "edge", PodLabels: map[string]v1.LabelValue{"app": "gw"}},
 		Gateway:   &v1.GatewayRouting{Name: "public", Namespace: "edge"},
 	}
 }
 
 // withSourceLabels routes the fleet with labels selecting the data-plane Pods.
-func withSourceLabels(labels map[string]string) func(*v1.CelldFleet) {
+func withSourceLabels(labels map[string]v1.LabelValue) func(*v1.CelldFleet) {
 	return func(f *v1.CelldFleet) {
 		r := routing()
 		r.Source.PodLabels = labels
@@ -97,7 +97,7 @@ func withIngressAnnotations(annotations map[string]string) func(*v1.CelldFleet) 
 }
 
 // withEgressLabels sends telemetry to the Pods labels select.
-func withEgressLabels(labels map[string]string) func(*v1.CelldFleet) {
+func withEgressLabels(labels map[string]v1.LabelValue) func(*v1.CelldFleet) {
 	return func(f *v1.CelldFleet) {
 		t := telemetry()
 		t.Egress.PodLabels = labels
@@ -305,17 +305,17 @@ func Create() []Case {
 		{Name: "ingress with oversized annotation", Mutate: withIngressAnnotations(map[string]string{"x/y": strings.Repeat("v", 4097)}), Message: v1.MsgIngressAnnotationSize, Path: "spec.routing.ingress.annotations"},
 		{Name: "ingress annotation key with a space", Mutate: withIngressAnnotations(map[string]string{"nginx.ingress.kubernetes.io/proxy body": "1m"}), Message: v1.MsgIngressAnnotationKey, Path: "spec.routing.ingress.annotations"},
 		{Name: "ingress annotation key with an upper-case prefix (the API server lower-cases it)", Mutate: withIngressAnnotations(map[string]string{"Example.COM/Proxy_Body.size": "1m"})},
-		{Name: "routing source label value of 64 characters", Mutate: withSourceLabels(map[string]string{"app.kubernetes.io/component": strings.Repeat("a", 64)}), Message: v1.MsgLabelValue, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source label value ending in a dash", Mutate: withSourceLabels(map[string]string{"app": "gw-"}), Message: v1.MsgLabelValue, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source label key with two slashes", Mutate: withSourceLabels(map[string]string{"a/b/c": "gw"}), Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source label key with a name of 64 characters", Mutate: withSourceLabels(map[string]string{"example.com/" + strings.Repeat("n", 64): "gw"}), Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source label key with a prefix of 254 characters", Mutate: withSourceLabels(map[string]string{strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 62) + "/app": "gw"}), Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
-		{Name: "routing source labels at their limits: a 253-character prefix, a 63-character name and value, an empty value", Mutate: withSourceLabels(map[string]string{
-			strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 61) + "/" + strings.Repeat("N", 63): strings.Repeat("V", 63),
+		{Name: "routing source label value of 64 characters", Mutate: withSourceLabels(map[string]v1.LabelValue{"app.kubernetes.io/component": v1.LabelValue(strings.Repeat("a", 64))}), Field: "spec.routing.source.podLabels"},
+		{Name: "routing source label value ending in a dash", Mutate: withSourceLabels(map[string]v1.LabelValue{"app": "gw-"}), Field: "spec.routing.source.podLabels"},
+		{Name: "routing source label key with two slashes", Mutate: withSourceLabels(map[string]v1.LabelValue{"a/b/c": "gw"}), Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
+		{Name: "routing source label key with a name of 64 characters", Mutate: withSourceLabels(map[string]v1.LabelValue{"example.com/" + strings.Repeat("n", 64): "gw"}), Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
+		{Name: "routing source label key with a prefix of 254 characters", Mutate: withSourceLabels(map[string]v1.LabelValue{strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 62) + "/app": "gw"}), Message: v1.MsgLabelKey, Path: "spec.routing.source.podLabels"},
+		{Name: "routing source labels at their limits: a 253-character prefix, a 63-character name and value, an empty value", Mutate: withSourceLabels(map[string]v1.LabelValue{
+			strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 63) + "." + strings.Repeat("p", 61) + "/" + strings.Repeat("N", 63): v1.LabelValue(strings.Repeat("V", 63)),
 			"Tier_1.x": "",
 		})},
-		{Name: "telemetry egress label key with an upper-case prefix", Mutate: withEgressLabels(map[string]string{"Example.com/app": "otel"}), Message: v1.MsgLabelKey, Path: "spec.telemetry.egress.podLabels"},
-		{Name: "telemetry egress label value with a slash", Mutate: withEgressLabels(map[string]string{"app": "otel/collector"}), Message: v1.MsgLabelValue, Path: "spec.telemetry.egress.podLabels"},
+		{Name: "telemetry egress label key with an upper-case prefix", Mutate: withEgressLabels(map[string]v1.LabelValue{"Example.com/app": "otel"}), Message: v1.MsgLabelKey, Path: "spec.telemetry.egress.podLabels"},
+		{Name: "telemetry egress label value with a slash", Mutate: withEgressLabels(map[string]v1.LabelValue{"app": "otel/collector"}), Field: "spec.telemetry.egress.podLabels"},
 		{Name: "istio mesh", Mutate: func(f *v1.CelldFleet) { f.Spec.Mesh = &v1.MeshSpec{Istio: &v1.IstioMeshSpec{}} }},
 		{Name: "capacity policy", Mutate: func(f *v1.CelldFleet) { f.Spec.Capacity = &v1.CapacityPolicy{Mode: v1.CapacityExternal} }},
 		{Name: "capacity min above max", Mutate: func(f *v1.CelldFleet) {

@@ -482,7 +482,7 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         map:
           elementType:
-            scalar: string
+            namedType: com.github.celld.celld-operator.api.v1alpha1.LabelValue
 - name: com.github.celld.celld-operator.api.v1alpha1.EnvVar
   map:
     fields:
@@ -664,6 +664,8 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: istio-system
+- name: com.github.celld.celld-operator.api.v1alpha1.LabelValue
+  scalar: string
 - name: com.github.celld.celld-operator.api.v1alpha1.LifecycleSpec
   map:
     fields:
@@ -812,7 +814,7 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         map:
           elementType:
-            scalar: string
+            namedType: com.github.celld.celld-operator.api.v1alpha1.LabelValue
 - name: com.github.celld.celld-operator.api.v1alpha1.RoutingSpec
   map:
     fields:

@@ -2,6 +2,10 @@
 
 package v1alpha1
 
+import (
+	apiv1alpha1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
 // EgressTargetApplyConfiguration represents a declarative configuration of the EgressTarget type for use
 // with apply.
 //
@@ -11,7 +15,7 @@ type EgressTargetApplyConfiguration struct {
 	// cidr is an address range.
 	CIDR *string `json:"cidr,omitempty"`
 	// podLabels selects destination Pods, 1 to 16, each a valid label key and value.
-	PodLabels map[string]string `json:"podLabels,omitempty"`
+	PodLabels map[string]apiv1alpha1.LabelValue `json:"podLabels,omitempty"`
 	// namespace is where the podLabels Pods run; the fleet namespace when omitted.
 	Namespace *string `json:"namespace,omitempty"`
 }
@@ -34,9 +38,9 @@ func (b *EgressTargetApplyConfiguration) WithCIDR(value string) *EgressTargetApp
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, the entries provided by each call will be put on the PodLabels field,
 // overwriting an existing map entries in PodLabels field with the same key.
-func (b *EgressTargetApplyConfiguration) WithPodLabels(entries map[string]string) *EgressTargetApplyConfiguration {
+func (b *EgressTargetApplyConfiguration) WithPodLabels(entries map[string]apiv1alpha1.LabelValue) *EgressTargetApplyConfiguration {
 	if b.PodLabels == nil && len(entries) > 0 {
-		b.PodLabels = make(map[string]string, len(entries))
+		b.PodLabels = make(map[string]apiv1alpha1.LabelValue, len(entries))
 	}
 	for k, v := range entries {
 		b.PodLabels[k] = v

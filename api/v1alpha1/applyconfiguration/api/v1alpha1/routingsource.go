@@ -2,6 +2,10 @@
 
 package v1alpha1
 
+import (
+	apiv1alpha1 "github.com/celld/celld-operator/api/v1alpha1"
+)
+
 // RoutingSourceApplyConfiguration represents a declarative configuration of the RoutingSource type for use
 // with apply.
 //
@@ -10,7 +14,7 @@ type RoutingSourceApplyConfiguration struct {
 	// namespace of the data-plane Pods.
 	Namespace *string `json:"namespace,omitempty"`
 	// podLabels of the data-plane Pods, 1 to 16, each a valid label key and value.
-	PodLabels map[string]string `json:"podLabels,omitempty"`
+	PodLabels map[string]apiv1alpha1.LabelValue `json:"podLabels,omitempty"`
 }
 
 // RoutingSourceApplyConfiguration constructs a declarative configuration of the RoutingSource type for use with
@@ -31,9 +35,9 @@ func (b *RoutingSourceApplyConfiguration) WithNamespace(value string) *RoutingSo
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, the entries provided by each call will be put on the PodLabels field,
 // overwriting an existing map entries in PodLabels field with the same key.
-func (b *RoutingSourceApplyConfiguration) WithPodLabels(entries map[string]string) *RoutingSourceApplyConfiguration {
+func (b *RoutingSourceApplyConfiguration) WithPodLabels(entries map[string]apiv1alpha1.LabelValue) *RoutingSourceApplyConfiguration {
 	if b.PodLabels == nil && len(entries) > 0 {
-		b.PodLabels = make(map[string]string, len(entries))
+		b.PodLabels = make(map[string]apiv1alpha1.LabelValue, len(entries))
 	}
 	for k, v := range entries {
 		b.PodLabels[k] = v
