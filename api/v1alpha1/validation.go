@@ -578,6 +578,16 @@ func (s *RoutingSource) validate(p *field.Path) field.ErrorList {
 	return append(errs, validateLabels(p.Child("podLabels"), s.PodLabels)...)
 }
 
+// lowerASCII lower-cases the letters A to Z and keeps every other rune.
+func lowerASCII(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
+}
+
 // validateLabels checks what a label selector built from labels needs: every key a qualified
 // name and every value a label value, as the API server checks them on the NetworkPolicy the
 // selector goes to. The CRD says the same (a CEL rule for the keys, LabelValue's schema for
@@ -607,8 +617,10 @@ func (i *IngressRouting) validate(p *field.Path) field.ErrorList {
 		if strings.HasPrefix(k, "celld.eric.dev/") || k == "kubernetes.io/ingress.class" {
 			errs = append(errs, field.Invalid(p.Child("annotations").Key(k), k, MsgIngressAnnotationReserved))
 		}
-		// the API server checks annotation keys lower-cased (apimachinery's ValidateAnnotations)
-		if len(validation.IsQualifiedName(strings.ToLower(k))) > 0 {
+		// The API server checks annotation keys lower-cased (apimachinery's ValidateAnnotations);
+		// the CRD's rule lower-cases ASCII only (CEL's lowerAscii), so this does too: a Kelvin
+		// sign does not become a k here, and both sides refuse it.
+		if len(validation.IsQualifiedName(lowerASCII(k))) > 0 {
 			errs = append(errs, field.Invalid(p.Child("annotations").Key(k), k, MsgIngressAnnotationKey))
 		}
 		if len(v) > 4096 {

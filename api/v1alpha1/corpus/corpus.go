@@ -304,6 +304,7 @@ func Create() []Case {
 		{Name: "ingress with reserved annotation", Mutate: withIngressAnnotations(map[string]string{"kubernetes.io/ingress.class": "nginx"}), Message: v1.MsgIngressAnnotationReserved, Path: "spec.routing.ingress.annotations"},
 		{Name: "ingress with oversized annotation", Mutate: withIngressAnnotations(map[string]string{"x/y": strings.Repeat("v", 4097)}), Message: v1.MsgIngressAnnotationSize, Path: "spec.routing.ingress.annotations"},
 		{Name: "ingress annotation key with a space", Mutate: withIngressAnnotations(map[string]string{"nginx.ingress.kubernetes.io/proxy body": "1m"}), Message: v1.MsgIngressAnnotationKey, Path: "spec.routing.ingress.annotations"},
+		{Name: "ingress annotation key with a Kelvin sign (only ASCII is lower-cased)", Mutate: withIngressAnnotations(map[string]string{"example.com/\u212Aeep": "1"}), Message: v1.MsgIngressAnnotationKey, Path: "spec.routing.ingress.annotations"},
 		{Name: "ingress annotation key with an upper-case prefix (the API server lower-cases it)", Mutate: withIngressAnnotations(map[string]string{"Example.COM/Proxy_Body.size": "1m"})},
 		{Name: "routing source label value of 64 characters", Mutate: withSourceLabels(map[string]v1.LabelValue{"app.kubernetes.io/component": v1.LabelValue(strings.Repeat("a", 64))}), Field: "spec.routing.source.podLabels"},
 		{Name: "routing source label value ending in a dash", Mutate: withSourceLabels(map[string]v1.LabelValue{"app": "gw-"}), Field: "spec.routing.source.podLabels"},
