@@ -1,7 +1,6 @@
 package drift
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -21,16 +20,14 @@ const AnswerTTL = 10 * time.Second
 // it would ask the API server what it has just been told. The zero value is ready to use and
 // a nil Answers remembers nothing; it is safe for concurrent reconciles.
 type Answers struct {
-	mu      sync.Mutex
-	answers map[answerKey]answer
+	answers owned[answerKey, answer]
 }
 
 type answerKey struct{ kind, namespace, name string }
 
 type answer struct {
-	owner types.NamespacedName
-	obj   client.Object
-	at    time.Time
+	obj client.Object
+	at  time.Time
 }
 
 // Remember records obj, the answer to the creation of a kind object for the fleet owner, at
@@ -39,12 +36,7 @@ func (a *Answers) Remember(owner types.NamespacedName, kind string, obj client.O
 	if a == nil {
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.answers == nil {
-		a.answers = map[answerKey]answer{}
-	}
-	a.answers[answerKey{kind, obj.GetNamespace(), obj.GetName()}] = answer{owner: owner, obj: obj.DeepCopyObject().(client.Object), at: now}
+	a.answers.put(answerKey{kind, obj.GetNamespace(), obj.GetName()}, owner, answer{obj: obj.DeepCopyObject().(client.Object), at: now})
 }
 
 // Recent returns a copy of the kind object at namespace/name as created, when it was created
@@ -54,9 +46,7 @@ func (a *Answers) Recent(kind, namespace, name string, fleet types.UID, now time
 	if a == nil || fleet == "" {
 		return nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	e, ok := a.answers[answerKey{kind, namespace, name}]
+	e, ok := a.answers.get(answerKey{kind, namespace, name})
 	if !ok || now.Sub(e.at) > AnswerTTL || now.Before(e.at) || e.obj.GetLabels()[v1.LabelFleetUID] != string(fleet) {
 		return nil
 	}
@@ -65,25 +55,15 @@ func (a *Answers) Recent(kind, namespace, name string, fleet types.UID, now time
 
 // Seen drops the answer for the kind object at namespace/name: the cache holds it now.
 func (a *Answers) Seen(kind, namespace, name string) {
-	if a == nil {
-		return
+	if a != nil {
+		a.answers.drop(answerKey{kind, namespace, name})
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.answers, answerKey{kind, namespace, name})
 }
 
 // Forget drops every answer remembered for owner (a fleet that is gone).
 func (a *Answers) Forget(owner types.NamespacedName) {
-	if a == nil {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for k, e := range a.answers {
-		if e.owner == owner {
-			delete(a.answers, k)
-		}
+	if a != nil {
+		a.answers.forget(owner)
 	}
 }
 
@@ -92,7 +72,5 @@ func (a *Answers) Len() int {
 	if a == nil {
 		return 0
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.answers)
+	return a.answers.len()
 }

@@ -3,7 +3,6 @@ package drift
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,13 +14,8 @@ import (
 // concurrent reconciles. Entries are grouped by their fleet's key, so a deleted fleet's
 // entries can be forgotten.
 type Detector struct {
-	mu    sync.Mutex
-	clean map[types.UID]entry
-}
-
-type entry struct {
-	owner types.NamespacedName
-	key   string
+	// clean holds, per live object's UID, the fingerprint of the pair last verified.
+	clean owned[types.UID, string]
 }
 
 // Check returns the paths in which live differs from want (Merge's result for live) once the
@@ -75,15 +69,8 @@ func (d *Detector) Written(owner types.NamespacedName, want, stored client.Objec
 
 // Forget drops everything remembered for owner's objects (a fleet that is gone).
 func (d *Detector) Forget(owner types.NamespacedName) {
-	if d == nil {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for uid, e := range d.clean {
-		if e.owner == owner {
-			delete(d.clean, uid)
-		}
+	if d != nil {
+		d.clean.forget(owner)
 	}
 }
 
@@ -92,28 +79,20 @@ func (d *Detector) Len() int {
 	if d == nil {
 		return 0
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.clean)
+	return d.clean.len()
 }
 
 func (d *Detector) verified(uid types.UID, key string) bool {
-	if d == nil {
+	if d == nil || uid == "" {
 		return false
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return uid != "" && d.clean[uid].key == key
+	k, ok := d.clean.get(uid)
+	return ok && k == key
 }
 
 func (d *Detector) remember(uid types.UID, owner types.NamespacedName, key string) {
 	if d == nil || uid == "" {
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.clean == nil {
-		d.clean = map[types.UID]entry{}
-	}
-	d.clean[uid] = entry{owner: owner, key: key}
+	d.clean.put(uid, owner, key)
 }
