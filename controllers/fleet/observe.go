@@ -102,15 +102,24 @@ func (r *Reconciler) readMembers(ctx context.Context, s *scope, c client.Reader)
 // own creation moments ago, which the cache has not delivered yet, or else whatever the API
 // server has at the fleet's name.
 func (r *Reconciler) uncachedWorkload(ctx context.Context, s *scope) error {
-	switch o := r.created.Recent(layoutKind(s), s.key.Namespace, s.key.Name, s.fleet.UID, r.now()).(type) {
+	if s.takeWorkload(r.created.Recent(layoutKind(s), s.key.Namespace, s.key.Name, s.fleet.UID, r.now())) {
+		return nil
+	}
+	return r.readWorkload(ctx, s, r.Direct)
+}
+
+// takeWorkload makes o the pass's workload when it is a StatefulSet or a Deployment, and says
+// whether it was.
+func (s *scope) takeWorkload(o client.Object) bool {
+	switch o := o.(type) {
 	case *appsv1.StatefulSet:
 		s.sts = o
 	case *appsv1.Deployment:
 		s.deploy = o
 	default:
-		return r.readWorkload(ctx, s, r.Direct)
+		return false
 	}
-	return nil
+	return true
 }
 
 // readWorkload reads the StatefulSet and the Deployment at the fleet's name through c.

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -220,12 +221,7 @@ func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object
 	logMutation(ctx, s, "create", kindOf(desired)+"/"+desired.GetName(), "the fleet has no workload")
 	// The pass reports the workload it created: its first status already carries the applied
 	// count, rather than a status write without it and another once the cache has it.
-	switch o := r.rememberCreated(s.key, desired, cfg).(type) {
-	case *appsv1.StatefulSet:
-		s.sts = o
-	case *appsv1.Deployment:
-		s.deploy = o
-	}
+	s.takeWorkload(r.rememberCreated(s.key, desired, cfg))
 	return nil
 }
 
@@ -239,30 +235,38 @@ func (r *Reconciler) rememberCreated(key types.NamespacedName, desired client.Ob
 	if err != nil {
 		return nil
 	}
+	var stored client.Object
 	switch d := desired.(type) {
 	case *appsv1.StatefulSet:
-		stored := &appsv1.StatefulSet{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(answer.Object, stored) != nil || stored.UID == "" {
+		sts := &appsv1.StatefulSet{}
+		if !fromAnswer(answer, sts) {
 			return nil
 		}
 		// The answer to an apply is JSON, in which the API server gives every claim template
 		// an apiVersion and kind; the cache's reads carry none, and the two would differ.
-		for i := range stored.Spec.VolumeClaimTemplates {
-			stored.Spec.VolumeClaimTemplates[i].TypeMeta = metav1.TypeMeta{}
+		for i := range sts.Spec.VolumeClaimTemplates {
+			sts.Spec.VolumeClaimTemplates[i].TypeMeta = metav1.TypeMeta{}
 		}
-		r.Drift.Written(key, statefulSetUpdate(stored, d), stored)
-		r.created.Remember(key, "StatefulSet", stored, r.now())
-		return stored
+		r.Drift.Written(key, statefulSetUpdate(sts, d), sts)
+		stored = sts
 	case *appsv1.Deployment:
-		stored := &appsv1.Deployment{}
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(answer.Object, stored) != nil || stored.UID == "" {
+		deploy := &appsv1.Deployment{}
+		if !fromAnswer(answer, deploy) {
 			return nil
 		}
-		r.Drift.Written(key, deploymentUpdate(stored, d), stored)
-		r.created.Remember(key, "Deployment", stored, r.now())
-		return stored
+		r.Drift.Written(key, deploymentUpdate(deploy, d), deploy)
+		stored = deploy
+	default:
+		return nil
 	}
-	return nil
+	r.created.Remember(key, kindOf(stored), stored, r.now())
+	return stored
+}
+
+// fromAnswer decodes the API server's answer into stored and says whether it is a stored
+// object (it has a UID).
+func fromAnswer(answer *unstructured.Unstructured, stored client.Object) bool {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(answer.Object, stored) == nil && stored.GetUID() != ""
 }
 
 // applyConfiguration is client-go's typed apply configuration of a rendered workload.
