@@ -162,6 +162,10 @@ const (
 	EventMemberReplaced      = "MemberReplaced"
 	EventMemberRecreated     = "MemberRecreated"
 	EventOperationSuperseded = "OperationSuperseded"
+	// EventReplacementAbandoned: a committed replacement did not delete the member's claim,
+	// because the claim itself changed (its spec, its volume, or its fleet label) while the
+	// replacement was under way; the claim is kept.
+	EventReplacementAbandoned = "MemberReplacementAbandoned"
 	// EventCapacityScaledOut and EventCapacityScaledIn: the capacity policy took a step.
 	EventCapacityScaledOut = "CapacityScaledOut"
 	EventCapacityScaledIn  = "CapacityScaledIn"

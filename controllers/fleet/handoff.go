@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,29 +23,47 @@ type intent struct {
 	ClaimUID             types.UID `json:"claimUID"`
 	ClaimName            string    `json:"claimName"`
 	ClaimResourceVersion string    `json:"claimResourceVersion"`
-	Committed            bool      `json:"committed"`
+	// ClaimSpecHash and ClaimVolume are what matters about the claim (claimRecord); an intent
+	// an earlier release wrote has neither.
+	ClaimSpecHash string `json:"claimSpecHash,omitempty"`
+	ClaimVolume   string `json:"claimVolume,omitempty"`
+	Committed     bool   `json:"committed"`
 	// Event and Message are the replacement's Warning event, so a pass that finishes a handoff
 	// an earlier pass committed (the operator stopped in between) tells it too.
 	Event   string `json:"event,omitempty"`
 	Message string `json:"message,omitempty"`
 }
 
-// replace gives a member a fresh disk: hold the Pod, delete it, commit, delete the recorded
-// claim, release. It reports whether it reached the commitment (the Pod or lone claim delete).
-// A crash or error after that is finished by resumeReplacements on the next pass, one before it
-// is aborted; a second claim is never deleted.
+func (in intent) claim() claimRecord {
+	return claimRecord{Name: in.ClaimName, UID: in.ClaimUID, ResourceVersion: in.ClaimResourceVersion,
+		SpecHash: in.ClaimSpecHash, Volume: in.ClaimVolume}
+}
+
+// replace gives a member a fresh disk: read the claim, hold the Pod, delete it, commit, delete
+// the recorded claim, release. It reports whether it reached the commitment (the Pod or lone
+// claim delete). A crash or error after that is finished by resumeReplacements on the next
+// pass, one before it is aborted; a second claim is never deleted.
 func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision) (committed bool, err error) {
-	claim := &corev1.PersistentVolumeClaim{}
-	claim.Namespace, claim.Name = s.fleet.Namespace, d.Claim.Name
-	if d.Pod.Name == "" { // no Pod holds the claim: the claim delete is the whole action
-		uid, rv := d.Claim.UID, d.Claim.ResourceVersion
-		err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-		if err == nil {
-			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+claim.Name, d.Message)
-			r.tell(s, d.Event, d.EventMessage)
-			r.metrics.healed(s.fleet, d)
+	// The claim is recorded as the API server has it now: its resourceVersion, and what a
+	// change by someone else must not slip past (its spec and volume).
+	rec, err := r.readClaimRecord(ctx, s, d.Claim)
+	if err != nil || rec == nil {
+		return false, err
+	}
+	member := d.Pod.Name
+	if member == "" { // no Pod holds the claim: the claim delete is the whole action
+		member = d.Claim.Name
+		change, err := r.deleteRecordedClaim(ctx, s, member, *rec, d.Message)
+		if err != nil {
+			return false, err
 		}
-		return err == nil, client.IgnoreNotFound(err)
+		if change != "" {
+			r.abandon(s, member, rec.Name, change)
+			return false, nil
+		}
+		r.tell(s, d.Event, d.EventMessage)
+		r.metrics.healed(s.fleet, d)
+		return true, nil
 	}
 	pod := &corev1.Pod{}
 	if err := r.Direct.Get(ctx, types.NamespacedName{Namespace: s.fleet.Namespace, Name: d.Pod.Name}, pod); err != nil {
@@ -55,8 +72,8 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 	if pod.UID != d.Pod.UID {
 		return false, nil // the member moved on since the decision; decide again next pass
 	}
-	in := intent{FleetUID: s.fleet.UID, ClaimUID: d.Claim.UID, ClaimName: d.Claim.Name, ClaimResourceVersion: d.Claim.ResourceVersion,
-		Event: d.Event, Message: d.EventMessage}
+	in := intent{FleetUID: s.fleet.UID, ClaimUID: rec.UID, ClaimName: rec.Name, ClaimResourceVersion: rec.ResourceVersion,
+		ClaimSpecHash: rec.SpecHash, ClaimVolume: rec.Volume, Event: d.Event, Message: d.EventMessage}
 	if err := r.hold(ctx, pod, in); err != nil { // resourceVersion-guarded update
 		return false, err
 	}
@@ -74,6 +91,30 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 		r.AfterReplacementPodDelete(pod.Namespace, pod.Name)
 	}
 	return true, r.finishReplacement(ctx, s, pod)
+}
+
+// readClaimRecord reads the decision's claim from the API server. It returns nil when that
+// claim is gone or another claim now has its name: the pass then decides again.
+func (r *Reconciler) readClaimRecord(ctx context.Context, s *scope, ref lifecycle.Ref) (*claimRecord, error) {
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := r.Direct.Get(ctx, types.NamespacedName{Namespace: s.fleet.Namespace, Name: ref.Name}, claim); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if claim.UID != ref.UID || claim.DeletionTimestamp != nil {
+		return nil, nil
+	}
+	rec := recordClaim(claim)
+	return &rec, nil
+}
+
+// abandon reports a committed replacement whose claim was not deleted because the claim
+// changed: a Warning event, and the pass's healing finding, both naming the member, the claim
+// and the change. The claim stays; the next pass decides again from what it then finds.
+func (r *Reconciler) abandon(s *scope, member, claim, change string) {
+	msg := fmt.Sprintf("Replacement of member %s abandoned: claim %s/%s changed while it was under way (%s); the claim is kept and the member returns on it, and the next pass decides again",
+		member, s.fleet.Namespace, claim, change)
+	r.tell(s, v1.EventReplacementAbandoned, msg)
+	s.abandoned = &lifecycle.Decision{Ordinal: -1, Reason: v1.ReasonProvisioning, Message: msg}
 }
 
 func (r *Reconciler) hold(ctx context.Context, pod *corev1.Pod, in intent) error {
@@ -97,7 +138,9 @@ func (r *Reconciler) hold(ctx context.Context, pod *corev1.Pod, in intent) error
 }
 
 // finishReplacement re-reads the held Pod; if it is still the held Pod of this fleet, it
-// commits, deletes exactly the recorded claim and releases the hold.
+// commits, deletes exactly the recorded claim and releases the hold. A claim that changed
+// meanwhile is kept and the replacement abandoned, visibly; an error keeps the committed hold,
+// so the next pass finishes it.
 func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *corev1.Pod) error {
 	pod := &corev1.Pod{}
 	if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(held), pod); err != nil {
@@ -112,15 +155,12 @@ func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *core
 			return client.IgnoreNotFound(err)
 		}
 	}
-	claim := &corev1.PersistentVolumeClaim{}
-	claim.Namespace, claim.Name = pod.Namespace, in.ClaimName
-	uid, rv := in.ClaimUID, in.ClaimResourceVersion
-	err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete claim %s/%s of replaced member %s: %w", claim.Namespace, claim.Name, pod.Name, err)
+	change, err := r.deleteRecordedClaim(ctx, s, pod.Name, in.claim(), "the replacement of "+pod.Name+" is committed; exactly the recorded claim goes")
+	if err != nil {
+		return err
 	}
-	if err == nil {
-		logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+claim.Name, "the replacement of "+pod.Name+" is committed; exactly the recorded claim goes")
+	if change != "" {
+		r.abandon(s, pod.Name, in.ClaimName, change)
 	}
 	return r.releaseHold(ctx, pod)
 }

@@ -20,6 +20,7 @@ func (r *Reconciler) healing(ctx context.Context, s *scope) (bool, error) {
 	}
 	if handled, err := r.resumeReplacements(ctx, s); handled || err != nil {
 		s.again(time.Second)
+		s.reportAbandoned()
 		return true, err
 	}
 	d := *s.heal
@@ -35,15 +36,26 @@ func (r *Reconciler) healing(ctx context.Context, s *scope) (bool, error) {
 		return true, err
 	}
 	s.find.Heal = d
+	s.reportAbandoned()
 	if d.Action != lifecycle.None {
 		return true, nil
 	}
 	return false, r.releaseZoneGates(ctx, s)
 }
 
-// confirm re-reads the fleet's Pods and claims from the API server and plans again: an action
-// that deletes a Pod or a claim, decided on a cache that may lag, is taken only when the API
-// server's state leads to the same action on the same objects.
+// reportAbandoned makes an abandoned replacement the pass's healing finding, and asks for the
+// next pass soon: it decides again from what it then finds.
+func (s *scope) reportAbandoned() {
+	if s.abandoned != nil {
+		s.find.Heal = *s.abandoned
+		s.again(time.Second)
+	}
+}
+
+// confirm re-reads the fleet's Pods and claims from the API server and plans again, at the
+// target the pass planned with: an action that deletes a Pod or a claim, decided on a cache
+// that may lag, is taken only when the API server's state leads to the same action on the same
+// objects.
 func (r *Reconciler) confirm(ctx context.Context, s *scope, d lifecycle.Decision) (lifecycle.Decision, bool, error) {
 	if r.Caches == nil {
 		return d, true, nil // already read from the API server
@@ -52,7 +64,7 @@ func (r *Reconciler) confirm(ctx context.Context, s *scope, d lifecycle.Decision
 	if err := r.readMembers(ctx, &fresh, r.Direct); err != nil {
 		return d, false, err
 	}
-	again := lifecycle.Plan(r.facts(&fresh, s.matches), s.fleet.DesiredReplicas()).Heal
+	again := lifecycle.Plan(r.facts(&fresh, s.matches), s.healTarget).Heal
 	if again.Action != d.Action || again.Pod.UID != d.Pod.UID || again.Claim.UID != d.Claim.UID {
 		log.FromContext(ctx).Info("heal decision changed on a fresh read; deciding again", "fleet", s.key.String(), "cached", d.Message, "fresh", again.Message)
 		return d, false, nil

@@ -217,8 +217,15 @@ type scope struct {
 	reservationName string
 	// matches: the live StatefulSet's spec, other than replicas, is the rendering.
 	matches bool
-	// heal is the self-healing decision the workload phase's plan made for the healing phase.
-	heal *lifecycle.Decision
+	// heal is the self-healing decision the workload phase's plan made for the healing phase,
+	// and healTarget the replica target that plan was made with: the confirmation re-read
+	// plans again with the same target, or a fleet whose growth is blocked or held by its
+	// capacity policy would be healed at one count and confirmed at another, and never healed.
+	heal       *lifecycle.Decision
+	healTarget int32
+	// abandoned is a replacement this pass committed but gave up before its claim went,
+	// because the claim changed; it is the pass's healing finding.
+	abandoned *lifecycle.Decision
 	// history is the capacity policy's durable state, read from the reservation, and
 	// historyBytes the size of its annotation; capacity is the pass's capacity decision, nil
 	// without spec.capacity or while paused.

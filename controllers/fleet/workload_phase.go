@@ -35,6 +35,14 @@ func (r *Reconciler) workload(ctx context.Context, s *scope) (bool, error) {
 	return r.deployment(ctx, s)
 }
 
+// planHeal plans the pass at target and keeps its healing decision, with the target, for the
+// healing phase.
+func (s *scope) planHeal(facts lifecycle.Facts, target int32) lifecycle.Step {
+	step := lifecycle.Plan(facts, target)
+	s.heal, s.healTarget = &step.Heal, target
+	return step
+}
+
 func paused(f *v1.CelldFleet) bool {
 	return f.Spec.Maintenance != nil && f.Spec.Maintenance.Paused
 }
@@ -53,8 +61,7 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 		// for the healing rules it matches (no rollout of ours is about to recreate a member).
 		s.matches = true
 		facts := r.facts(s, s.matches)
-		step := lifecycle.Plan(facts, facts.Workload.Replicas)
-		s.heal = &step.Heal
+		s.planHeal(facts, facts.Workload.Replicas)
 		return false, nil
 	}
 	o := r.workloadOptions(s)
@@ -70,22 +77,20 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 	}
 	s.matches = s.sts != nil && len(drifted) == 0
 	facts := r.facts(s, s.matches)
-	step := lifecycle.Plan(facts, s.target())
+	step := s.planHeal(facts, s.target())
 	next := step.Replicas
 	if step.Reason != "" && !lifecycle.Provisioned(step.Reason) {
 		// StorageIdentityConflict: no member is added and nothing is written, but the members
 		// that run are healed.
 		s.find.Block(step.Reason, step.Message)
 		if s.sts != nil {
-			heal := lifecycle.Plan(facts, facts.Workload.Replicas).Heal
-			s.heal = &heal
+			s.planHeal(facts, facts.Workload.Replicas)
 		}
 		return s.sts == nil, nil
 	}
 	s.find.Step = lifecycle.Verdict{Reason: step.Reason, Message: step.Message}
 	s.uncertain()
 	desired.Spec.Replicas = new(next)
-	s.heal = &step.Heal
 	if s.sts == nil {
 		if err := r.create(ctx, s, desired); err != nil {
 			return true, err

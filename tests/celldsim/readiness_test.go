@@ -2,11 +2,13 @@ package celldsim
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -141,5 +143,41 @@ func TestStallWatchSeesAnOverdueHeartbeat(t *testing.T) {
 	}
 	if w.stalledSince(t0.Add(2*time.Second+time.Millisecond), t0.Add(2*time.Second+heartbeat)) {
 		t.Fatal("a probe that started after the stall ended did not overlap it")
+	}
+}
+
+// transitionOf is the lastTransitionTime statusPatch writes for the Ready condition.
+func transitionOf(t *testing.T, m *member, ready bool) time.Time {
+	t.Helper()
+	var patch struct {
+		Status struct {
+			Conditions []corev1.PodCondition `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(m.statusPatch(ready), &patch); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range patch.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	t.Fatal("the status patch carries no Ready condition")
+	return time.Time{}
+}
+
+// The kubelet keeps a condition's lastTransitionTime while its status does not change. The
+// operator's replacement delay counts from it: a member that restarts every second and never
+// turns Ready must age, as it does on a real node, or no crash-looping member is ever due.
+func TestTheReadyConditionKeepsItsTransitionTimeWhileReadinessDoesNotChange(t *testing.T) {
+	m, _ := testMember("127.213.0.14", plain("CELLD_SIM_LEASE_MS=0"))
+	since := metav1.NewTime(time.Now().Add(-10 * time.Minute).Truncate(time.Second))
+	m.pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: since}}
+
+	if got := transitionOf(t, m, false); !got.Equal(since.Time) {
+		t.Fatalf("a not-Ready member written not Ready again must keep its transition time %s, got %s", since, got)
+	}
+	if got := transitionOf(t, m, true); !got.After(since.Time) {
+		t.Fatalf("turning Ready is a transition and must stamp the present, got %s", got)
 	}
 }

@@ -98,13 +98,25 @@ func (m *member) statusPatch(ready bool) []byte {
 	if !found {
 		list = append(list, ours)
 	}
-	now := metav1.Now()
 	cond := func(t corev1.PodConditionType) map[string]any {
-		return map[string]any{"type": t, "status": st, "reason": reason, "message": msg, "lastTransitionTime": now}
+		return map[string]any{"type": t, "status": st, "reason": reason, "message": msg, "lastTransitionTime": transitionTime(m.pod, t, st)}
 	}
 	b, _ := json.Marshal(map[string]any{"status": map[string]any{
 		"conditions":        []map[string]any{cond(corev1.PodReady), cond(corev1.ContainersReady)},
 		"containerStatuses": list,
 	}})
 	return b
+}
+
+// transitionTime is the lastTransitionTime a condition of type t gets when it is written with
+// status st: the time it has now when its status does not change, as the kubelet keeps it, so
+// a member that keeps restarting without ever turning Ready ages as it does on a real node.
+// Only a change of status stamps the present.
+func transitionTime(p *corev1.Pod, t corev1.PodConditionType, st corev1.ConditionStatus) metav1.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t && c.Status == st && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime
+		}
+	}
+	return metav1.Now()
 }
