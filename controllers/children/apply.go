@@ -313,7 +313,14 @@ func listOwned(ctx context.Context, c client.Reader, f *v1.CelldFleet, gvk schem
 }
 
 // deleteExact deletes the very object that was read: UID and resourceVersion preconditions make
-// a replaced or changed object survive, and the next reconcile decides again.
+// a replaced or changed object survive, and the next reconcile decides again. What the delete
+// rests on is the object's ownership (the fleet's UID label, no other controller), which the
+// preconditions protect; other controllers write these objects' status (the disruption
+// controller a PDB's, a Gateway or Ingress controller a route's) and move the resourceVersion
+// too. A conflict is never taken for success: the object is not reported deleted, RemoveAll
+// still counts it, and Requeue asks for the next pass within a second, which reads it again and
+// decides again. The re-read is the next pass's, not this one's: c may read from a cache that
+// has not seen the write yet.
 func deleteExact(ctx context.Context, c client.Client, f *v1.CelldFleet, obj client.Object, res *Result) error {
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	err := c.Delete(ctx, obj, client.Preconditions{UID: &uid, ResourceVersion: &rv})
@@ -325,6 +332,8 @@ func deleteExact(ctx context.Context, c client.Client, f *v1.CelldFleet, obj cli
 	case apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
+		log.FromContext(ctx).Info("delete met a conflict: the object changed since it was read; the next pass decides again",
+			"fleet", owner(f).String(), "object", obj.GetObjectKind().GroupVersionKind().Kind+"/"+obj.GetName())
 		res.Requeue = true
 		return nil
 	}

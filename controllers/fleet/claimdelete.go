@@ -69,47 +69,54 @@ func (rec claimRecord) changed(live *corev1.PersistentVolumeClaim, fleet types.U
 }
 
 // deleteRecordedClaim deletes exactly the recorded claim, and only while nothing that matters
-// about it changed. The delete carries UID and resourceVersion preconditions; when the
-// resourceVersion moved, the claim is read again: gone, or another claim at the name, means
-// the recorded claim is already gone (or going); a change that matters is returned, and
-// nothing is deleted; a change of status or metadata alone is verified and the delete is sent
-// again with the fresh resourceVersion. A conflict is never taken for success. why is the
-// mutation log's reason.
+// about it changed (claimRecord.changed). why is the mutation log's reason.
 func (r *Reconciler) deleteRecordedClaim(ctx context.Context, s *scope, member string, rec claimRecord, why string) (change string, err error) {
-	key := types.NamespacedName{Namespace: s.fleet.Namespace, Name: rec.Name}
-	uid, rv := rec.UID, rec.ResourceVersion
+	return r.deleteClaimVerified(ctx, s, "member "+member, rec.Name, rec.UID, rec.ResourceVersion,
+		func(live *corev1.PersistentVolumeClaim) string { return rec.changed(live, s.fleet.UID) }, why)
+}
+
+// deleteClaimVerified deletes the claim name of uid, read at resourceVersion rv, for whom (a
+// member, or the deleted fleet). The delete carries UID and resourceVersion preconditions; when
+// the resourceVersion moved, the claim is read again: gone, or another claim at the name, means
+// the claim read is already gone (or going); a change keep reports (a reason not to delete) is
+// returned, and nothing is deleted; otherwise only what keep does not look at moved (its status,
+// say), and the delete is sent again with the fresh resourceVersion. A conflict is never taken
+// for success. Past claimDeleteAttempts the conflict is returned and the next pass tries again.
+func (r *Reconciler) deleteClaimVerified(ctx context.Context, s *scope, whom, name string, uid types.UID, rv string,
+	keep func(live *corev1.PersistentVolumeClaim) string, why string) (change string, err error) {
+	key := types.NamespacedName{Namespace: s.fleet.Namespace, Name: name}
 	for attempt := 1; ; attempt++ {
 		claim := &corev1.PersistentVolumeClaim{}
 		claim.Namespace, claim.Name = key.Namespace, key.Name
 		err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		switch {
 		case err == nil:
-			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+rec.Name, why)
+			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+name, why)
 			return "", nil
 		case apierrors.IsNotFound(err):
-			return "", nil // the recorded claim is already gone
+			return "", nil // already gone
 		case !apierrors.IsConflict(err):
-			return "", fmt.Errorf("delete claim %s of member %s: %w", key, member, err)
+			return "", fmt.Errorf("delete claim %s of %s: %w", key, whom, err)
 		case attempt >= claimDeleteAttempts:
-			return "", fmt.Errorf("delete claim %s of member %s: its resourceVersion kept moving through %d verified attempts: %w", key, member, attempt, err)
+			return "", fmt.Errorf("delete claim %s of %s: its resourceVersion kept moving through %d verified attempts: %w", key, whom, attempt, err)
 		}
 		live := &corev1.PersistentVolumeClaim{}
 		if err := r.Direct.Get(ctx, key, live); err != nil {
 			if apierrors.IsNotFound(err) {
 				return "", nil
 			}
-			return "", fmt.Errorf("re-read claim %s of member %s after its delete met a precondition: %w", key, member, err)
+			return "", fmt.Errorf("re-read claim %s of %s after its delete met a precondition: %w", key, whom, err)
 		}
-		if live.UID != rec.UID || live.DeletionTimestamp != nil {
-			// The recorded claim is gone or already going; a claim now at its name is another
-			// claim (the member's fresh disk, say), and it stays.
+		if live.UID != uid || live.DeletionTimestamp != nil {
+			// The claim read is gone or already going; a claim now at its name is another
+			// claim (a member's fresh disk, say), and it stays.
 			return "", nil
 		}
-		if change := rec.changed(live, s.fleet.UID); change != "" {
+		if change := keep(live); change != "" {
 			return change, nil
 		}
-		log.FromContext(ctx).Info("claim changed in status or metadata only (spec and volume as recorded); deleting it again",
-			"fleet", s.key.String(), "claim", rec.Name, "member", member, "resourceVersion", live.ResourceVersion)
+		log.FromContext(ctx).Info("claim changed in what its delete does not depend on; deleting it again",
+			"fleet", s.key.String(), "claim", name, "of", whom, "resourceVersion", live.ResourceVersion)
 		rv = live.ResourceVersion
 	}
 }

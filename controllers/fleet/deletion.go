@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 )
@@ -120,7 +121,7 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) (bool, error)
 	return true, client.IgnoreNotFound(err)
 }
 
-// deleteClaims deletes every claim carrying the fleet's UID label, each bound to its UID.
+// deleteClaims deletes every claim carrying the fleet's UID label (deleteFleetClaim).
 func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) (bool, error) {
 	if len(s.claims) == 0 {
 		return false, nil
@@ -131,12 +132,31 @@ func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) (bool, error) {
 		if c.DeletionTimestamp != nil {
 			continue
 		}
-		uid := c.UID
-		if err := r.Direct.Delete(ctx, c, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return true, fmt.Errorf("delete claim %s/%s of deleted fleet %s: %w", c.Namespace, c.Name, s.fleet.Name, err)
-		} else if err == nil {
-			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+c.Name, "the fleet is being deleted and its workload is gone")
+		if err := r.deleteFleetClaim(ctx, s, c); err != nil {
+			return true, err
 		}
 	}
 	return true, nil
+}
+
+// deleteFleetClaim deletes one claim of the deleted fleet. What makes it the fleet's is its UID
+// label, so the delete carries the UID and resourceVersion of the pass's read: a claim
+// relabelled since (someone keeping that disk) survives. Other controllers write a claim's
+// status and metadata at any moment (the PV binder its phase and annotations, the PVC
+// protection controller its finalizer, the unused-since controller its Unused condition as the
+// fleet's last Pod stops), and each write moves the resourceVersion; so a conflict is neither
+// the end nor a success: deleteClaimVerified reads the claim again and, if it is still the same
+// claim and still carries the fleet's label, deletes it again with the fresh resourceVersion.
+func (r *Reconciler) deleteFleetClaim(ctx context.Context, s *scope, c *corev1.PersistentVolumeClaim) error {
+	kept, err := r.deleteClaimVerified(ctx, s, "deleted fleet "+s.fleet.Name, c.Name, c.UID, c.ResourceVersion,
+		func(live *corev1.PersistentVolumeClaim) string {
+			if live.Labels[v1.LabelFleetUID] != string(s.fleet.UID) {
+				return "it no longer carries the fleet's label"
+			}
+			return ""
+		}, "the fleet is being deleted and its workload is gone")
+	if kept != "" {
+		log.FromContext(ctx).Info("claim is not the deleted fleet's any more and is kept", "fleet", s.key.String(), "claim", c.Name, "why", kept)
+	}
+	return err
 }

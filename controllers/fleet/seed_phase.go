@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/reservation"
@@ -42,31 +46,71 @@ func (r *Reconciler) seedGate(ctx context.Context, s *scope, res *v1.CelldStorag
 	return false, nil
 }
 
+// seedCancelAttempts bounds how often the seed's cancellation is decided again on the API
+// server's copy of the reservation after a write of it met a conflict. Past it the conflict
+// ends the pass, and the next pass decides again.
+const seedCancelAttempts = 5
+
 // cancelSeed runs first when a seeded preview fleet whose gate never opened is deleted:
 // nothing of it started, and nothing may start once it is gone. A seed no executor claimed is
 // recorded Canceled by the operator; a running one gets cancelRequestedAt and deletion waits
 // for the executor to acknowledge it (SeedCancellationBlocked); once the seed is final the
 // gate is closed, and deletion goes on (it finds nothing to shut down). Every write carries
-// the resourceVersion read, so a claim or a success written meanwhile makes it a conflict and
-// the next pass decides again. A fleet whose gate is open is shut down as any fleet.
+// the resourceVersion read, so a claim, a progress message or a result the executor wrote
+// meanwhile makes it a conflict. The status write copies the seed result it read, so it must
+// never land on a newer one; and an executor reports progress while it copies, which would
+// make every write from a cached read conflict for as long as the copy runs. So a conflict is
+// decided again at once, from the reservation as the API server has it: the step may have
+// changed (the executor claimed the seed, or finished it), and the write follows the fresh
+// decision. A fleet whose gate is open is shut down as any fleet.
 func (r *Reconciler) cancelSeed(ctx context.Context, s *scope) (bool, error) {
 	st := &s.fleet.Spec.Storage
 	if st.Seed == nil {
 		return false, nil
 	}
 	name := reservation.Name(st.Bucket, st.Prefix)
-	// A cached copy is enough: every write below carries its resourceVersion, so a stale one
-	// conflicts and the next pass reads again.
+	// A cached copy is enough for the first decision: every write below carries its
+	// resourceVersion, so a stale one conflicts and is decided again from the API server.
 	res, err := r.readReservation(ctx, name)
-	if err != nil {
-		return true, fmt.Errorf("cancel the seed of %s: %w", s.key, err)
+	for attempt := 1; ; attempt++ {
+		if err != nil {
+			return true, fmt.Errorf("cancel the seed of %s: %w", s.key, err)
+		}
+		if res == nil {
+			return false, nil // never reserved: nothing was requested, nothing started
+		}
+		if res.Spec.FleetUID != string(s.fleet.UID) {
+			return false, nil // another fleet's: this one reserved nothing and started nothing
+		}
+		stop, werr := r.cancelStep(ctx, s, res)
+		if !apierrors.IsConflict(werr) {
+			return stop, werr
+		}
+		if attempt >= seedCancelAttempts {
+			return true, fmt.Errorf("CelldStorageReservation %s kept changing through %d decisions: %w", name, attempt, werr)
+		}
+		log.FromContext(ctx).Info("reservation changed since it was read; deciding the seed's cancellation again on the API server's copy",
+			"fleet", s.key.String(), "reservation", name)
+		res, err = r.directReservation(ctx, name)
 	}
-	if res == nil {
-		return false, nil // never reserved: nothing was requested, nothing started
+}
+
+// directReservation is the reservation at name as the API server has it; nil when it does not
+// exist.
+func (r *Reconciler) directReservation(ctx context.Context, name string) (*v1.CelldStorageReservation, error) {
+	res := &v1.CelldStorageReservation{}
+	if err := r.Direct.Get(ctx, types.NamespacedName{Name: name}, res); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("read CelldStorageReservation %s: %w", name, err)
 	}
-	if res.Spec.FleetUID != string(s.fleet.UID) {
-		return false, nil // another fleet's: this one reserved nothing and started nothing
-	}
+	return res, nil
+}
+
+// cancelStep takes the cancellation's one step on res, the reservation of the fleet's seed.
+// Its writes carry res's resourceVersion.
+func (r *Reconciler) cancelStep(ctx context.Context, s *scope, res *v1.CelldStorageReservation) (bool, error) {
+	name := res.Name
 	req := res.Spec.Seed
 	switch step := reservation.CancelOf(res); step {
 	case reservation.CancelUnclaimed, reservation.CancelRequest:

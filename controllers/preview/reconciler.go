@@ -347,13 +347,14 @@ func (r *Reconciler) converge(ctx context.Context, s *pass) error {
 	if sameParent {
 		s.parent = parent
 		if want := Fleet(s.p, parent); !sameSpec(child, want) && child.DeletionTimestamp == nil {
-			restored := child.DeepCopy()
-			restored.Spec = want.Spec
-			if err := r.Direct.Update(ctx, restored); err != nil {
-				return fmt.Errorf("restore the generated spec of CelldFleet %s/%s: %w", child.Namespace, child.Name, err)
+			restored, err := r.restore(ctx, s, child, want, parent)
+			if err != nil {
+				return err
 			}
-			logf.FromContext(ctx).Info("restored preview fleet", "preview", s.p.Name, "fleet", child.Name, "why", "a generated fleet is not edited by hand")
-			s.child = restored
+			if restored != nil {
+				logf.FromContext(ctx).Info("restored preview fleet", "preview", s.p.Name, "fleet", child.Name, "why", "a generated fleet is not edited by hand")
+				s.child = restored
+			}
 		}
 	}
 	s.storageURL = "s3://" + child.Spec.Storage.Bucket + "/" + child.Spec.Storage.Prefix
@@ -365,6 +366,47 @@ func (r *Reconciler) converge(ctx context.Context, s *pass) error {
 		s.v.message += fmt.Sprintf(". Parent CelldFleet %s/%s is gone or was replaced: no new previews of it can be created, and this one runs until it expires or is deleted", s.p.Namespace, s.p.Spec.FleetRef.Name)
 	}
 	return nil
+}
+
+// restoreAttempts bounds how often a generated fleet's restore is tried again after the
+// fleet's resourceVersion moved while nothing that matters to the restore changed.
+const restoreAttempts = 5
+
+// restore writes the generated spec want onto the fleet child, read from the cache, with an
+// Update carrying child's resourceVersion, so labels, annotations and finalizers others set are
+// kept. What the restore rests on is the spec alone (and that the fleet is this preview's, of
+// this parent, not being deleted); the fleet's status is written all the time by the fleet
+// reconciler and the application observer, and each such write moves the resourceVersion. So a
+// conflict is not the end: the fleet is read again from the API server and, while it still is
+// this preview's fleet of this parent, not being deleted and still not the generated spec, the
+// spec is written again on that read. It returns the restored fleet, or nil when the fresh read
+// needs no restore; past restoreAttempts, the conflict (the next pass decides again).
+func (r *Reconciler) restore(ctx context.Context, s *pass, child, want, parent *v1.CelldFleet) (*v1.CelldFleet, error) {
+	uid := child.UID
+	live := child
+	for attempt := 1; ; attempt++ {
+		restored := live.DeepCopy()
+		restored.Spec = want.Spec
+		err := r.Direct.Update(ctx, restored)
+		switch {
+		case err == nil:
+			return restored, nil
+		case !apierrors.IsConflict(err) || attempt >= restoreAttempts:
+			return nil, fmt.Errorf("restore the generated spec of CelldFleet %s/%s: %w", child.Namespace, child.Name, err)
+		}
+		live = &v1.CelldFleet{}
+		if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(child), live); apierrors.IsNotFound(err) {
+			return nil, nil // gone: the next pass finds it missing
+		} else if err != nil {
+			return nil, fmt.Errorf("re-read CelldFleet %s/%s after its restore met a conflict: %w", child.Namespace, child.Name, err)
+		}
+		if live.UID != uid || !ours(live, s.p) || live.DeletionTimestamp != nil || live.Spec.Storage.PreviewFleetRef == nil ||
+			live.Spec.Storage.PreviewFleetRef.UID != string(parent.UID) || sameSpec(live, want) {
+			return nil, nil // the next pass decides on what it finds
+		}
+		logf.FromContext(ctx).Info("generated fleet changed since it was read (its spec still differs from the generated one); restoring it on the fresh read",
+			"preview", s.p.Name, "fleet", child.Name, "resourceVersion", live.ResourceVersion)
+	}
 }
 
 // sameSpec: the live fleet's spec is the generated one, both defaulted as stored.
