@@ -168,6 +168,76 @@ func TestAHandoffRecordedByTheEarlierReleaseIsAbandonedWhenItsClaimMoved(t *test
 	}
 }
 
+// The Pod delete commits a replacement, and the Committed mark is a separate write after it.
+// The fault campaign's leader kill can land between the two: the next leader then finds a held
+// Pod that is terminating with an uncommitted hold. MemberReplaced was already told, so the
+// replacement must be finished (the claim goes), not aborted (the claim kept).
+func TestAHeldPodAlreadyTerminatingIsACommittedReplacement(t *testing.T) {
+	ctx := context.Background()
+	h := newHandoffHarness(t, true)
+	in, err := json.Marshal(intent{FleetUID: h.s.fleet.UID, ClaimName: h.claim(t).Name, ClaimUID: h.claim(t).UID,
+		ClaimResourceVersion: h.claim(t).ResourceVersion, ClaimSpecHash: claimSpecHash(h.claim(t)),
+		Event: v1.EventMemberReplaced, Message: "Replacing member " + h.member()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := h.pod(t)
+	pod.Annotations = map[string]string{v1.AnnotationReplacementClaim: string(in)}
+	controllerutil.AddFinalizer(pod, v1.FinalizerReplacingDisk)
+	if err := h.admin.Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.admin.Delete(ctx, pod); err != nil { // the replacement's Pod delete; the pass stops here
+		t.Fatal(err)
+	}
+	h.s.held = []corev1.Pod{*h.pod(t)}
+
+	if _, err := h.r.resumeReplacements(ctx, h.s); err != nil {
+		t.Fatal(err)
+	}
+	if !h.claimGoing(t) {
+		t.Fatal("a replacement whose Pod was already deleted was aborted: the member keeps its old disk after MemberReplaced was told")
+	}
+	if events := h.events(); !strings.Contains(events, v1.EventMemberReplaced) {
+		t.Fatalf("the finishing pass must tell the replacement, got %q", events)
+	}
+	if p := h.podOrNil(t); p != nil && controllerutil.ContainsFinalizer(p, v1.FinalizerReplacingDisk) {
+		t.Fatalf("the hold must be released, finalizers %v", p.Finalizers)
+	}
+}
+
+// A Pod changed between the hold and the replacement's Pod delete (someone deleted it, say)
+// makes the delete conflict: nothing is committed, so the hold goes at once and the claim stays.
+// A later pass must not mistake that Pod, terminating, for one the replacement deleted.
+func TestAReplacementWhosePodDeleteConflictsReleasesItsHoldAtOnce(t *testing.T) {
+	ctx := context.Background()
+	h := newHandoffHarness(t, true)
+	h.beforePodDelete = func(c client.WithWatch) {
+		h.beforePodDelete = nil
+		p := &corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: h.member()}, p); err != nil {
+			t.Fatal(err)
+		}
+		metav1.SetMetaDataLabel(&p.ObjectMeta, "someone", "else")
+		if err := c.Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed, err := h.r.replace(ctx, h.s, h.decision(t))
+	if committed || err == nil || !apierrors.IsConflict(err) {
+		t.Fatalf("a Pod delete that conflicts commits nothing and returns the conflict, got committed=%v err=%v", committed, err)
+	}
+	if p := h.pod(t); controllerutil.ContainsFinalizer(p, v1.FinalizerReplacingDisk) || p.Annotations[v1.AnnotationReplacementClaim] != "" {
+		t.Fatalf("the uncommitted hold must be released at once, got finalizers %v annotations %v", p.Finalizers, p.Annotations)
+	}
+	if h.claimGoing(t) {
+		t.Fatal("the claim of a replacement that never committed was deleted")
+	}
+	if strings.Contains(h.events(), v1.EventMemberReplaced) {
+		t.Fatal("a replacement that never committed was told")
+	}
+}
+
 // handoffHarness is a fleet with one member's Pod and claim on a real API server, and a
 // reconciler whose direct client calls beforeClaimDelete before each claim delete it sends.
 type handoffHarness struct {
@@ -178,6 +248,7 @@ type handoffHarness struct {
 	withPod           bool
 	recorder          *events.FakeRecorder
 	beforeClaimDelete func(client.WithWatch)
+	beforePodDelete   func(client.WithWatch)
 }
 
 func newHandoffHarness(t *testing.T, withPod bool) *handoffHarness {
@@ -195,6 +266,9 @@ func newHandoffHarness(t *testing.T, withPod bool) *handoffHarness {
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			if _, ok := obj.(*corev1.PersistentVolumeClaim); ok && h.beforeClaimDelete != nil {
 				h.beforeClaimDelete(c)
+			}
+			if _, ok := obj.(*corev1.Pod); ok && h.beforePodDelete != nil {
+				h.beforePodDelete(c)
 			}
 			return c.Delete(ctx, obj, opts...)
 		},

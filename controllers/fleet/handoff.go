@@ -80,6 +80,12 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 	logMutation(ctx, s, "hold", "Pod/"+pod.Name, "the replacement handoff records claim "+d.Claim.Name+" before the Pod is deleted")
 	uid, rv := pod.UID, pod.ResourceVersion
 	if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
+		// Not committed: the Pod changed since the hold (someone else may have deleted it), so
+		// the hold goes now and the claim stays. A held Pod found terminating by a later pass
+		// is then one this delete removed (resumeReplacements).
+		if releaseErr := r.releaseHold(ctx, pod); releaseErr != nil {
+			err = fmt.Errorf("%w; and release the hold: %v", err, releaseErr)
+		}
 		return false, fmt.Errorf("delete Pod %s/%s to replace its disk: %w", pod.Namespace, pod.Name, err)
 	}
 	logMutation(ctx, s, "delete", "Pod/"+pod.Name, d.Message+" (the handoff is committed)")
@@ -192,14 +198,19 @@ func (r *Reconciler) commit(ctx context.Context, pod *corev1.Pod, uid types.UID)
 }
 
 // resumeReplacements finishes committed handoffs and aborts uncommitted ones, before any other
-// action; paused fleets only release. It reports whether it handled one.
+// action; paused fleets only release. It reports whether it handled one. The Pod delete is the
+// commitment, and the Committed mark is a separate write after it: a held Pod that is
+// terminating was deleted by the replacement (a failed delete releases its hold at once), so
+// it is committed even when the pass that deleted it stopped before marking it. Aborting it
+// would keep the claim after MemberReplaced was told.
 func (r *Reconciler) resumeReplacements(ctx context.Context, s *scope) (bool, error) {
 	handled := false
 	for i := range s.held {
 		p := &s.held[i]
 		handled = true
 		in, ok := readIntent(p)
-		if ok && in.Committed && in.FleetUID == s.fleet.UID && !paused(s.fleet) {
+		committed := in.Committed || p.DeletionTimestamp != nil
+		if ok && committed && in.FleetUID == s.fleet.UID && !paused(s.fleet) {
 			// an earlier pass committed this replacement and stopped before finishing it: its
 			// event may never have been sent (at least once beats never)
 			r.tell(s, in.Event, in.Message+"; finished by a later pass, after the one that committed it stopped")
