@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/api/v1alpha1/corpus"
+	"github.com/celld/celld-operator/tests/celldsim"
 	"github.com/celld/celld-operator/tests/chaos/schedule"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
@@ -98,7 +99,7 @@ func (c *campaign) execute(ctx context.Context, a schedule.Action) string {
 		err := c.faults.UncordonZone(ctx, cfg.Zones[a.Zone])
 		c.mon.setCordon(false)
 		return errText(err)
-	case schedule.LoseVolume, schedule.DeleteClaim, schedule.KillMember, schedule.DeleteMemberPod, schedule.UnhealthyOn:
+	case schedule.LoseVolume, schedule.DeleteClaim, schedule.KillMember, schedule.DeleteMemberPod, schedule.UnhealthyOn, schedule.CrashLoopMember:
 		return c.memberFault(ctx, a, f)
 	case schedule.UnhealthyOff:
 		pod := c.unhealthy[a.Closes]
@@ -190,7 +191,8 @@ func (c *campaign) memberFault(ctx context.Context, a schedule.Action, f *campai
 	if err != nil || len(pods) == 0 {
 		return "skipped: no member (" + errText(err) + ")"
 	}
-	pod := pods[a.Member%len(pods)].Name
+	target := pods[a.Member%len(pods)]
+	pod := target.Name
 	claim := "data-" + pod
 	switch a.Kind {
 	case schedule.LoseVolume:
@@ -210,6 +212,15 @@ func (c *campaign) memberFault(ctx context.Context, a schedule.Action, f *campai
 		c.openers[a.Seq] = c.mon.addFault(a.Seq, f.ns, "pod:"+pod, false)
 		c.unhealthy[a.Seq] = pod
 		return pod + ": " + errText(c.faults.Unhealthy(ctx, f.ns, pod, true))
+	case schedule.CrashLoopMember:
+		// In force until this Pod is gone (the member's next Pod starts clean) or its knob is
+		// cleared (heal); the monitor ends it when it sees either.
+		end := c.mon.addCrashLoop(a.Seq, f.ns, pod, string(target.UID))
+		if err := c.faults.SetKnob(ctx, f.ns, pod, celldsim.KnobCrashAfterMS, "0"); err != nil {
+			end()
+			return pod + ": " + errText(err)
+		}
+		return pod + ": exits at every start from now on, killed once: " + errText(c.faults.KillMember(ctx, f.ns, pod))
 	}
 	return "unknown member fault"
 }

@@ -36,6 +36,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/tests/celldsim"
 	"github.com/celld/celld-operator/tests/chaos/schedule"
 	"github.com/celld/celld-operator/tests/localcluster"
 	"github.com/celld/celld-operator/tests/sidecarinjector"
@@ -218,6 +219,11 @@ func TestCampaign(t *testing.T) {
 		}
 		fail("[%s] %v", ruleConvergence, err)
 	}
+	// every replacement announced during the storm or the convergence has delivered its fresh
+	// disk by now: judged on a fresh read of each claim still awaited
+	if err := c.mon.finishFreshDisks(stormCtx); err != nil {
+		fail("[%s] read the claims still awaited: %v", ruleFreshDisk, err)
+	}
 	if v := c.mon.Violation(); v != "" {
 		fail("%s", v)
 	}
@@ -359,7 +365,8 @@ func (c *campaign) readiness(ctx context.Context, f *campaignFleet) string {
 }
 
 // heal ends whatever the schedule left open (nothing, by its constraints, but a skipped
-// closer or a stopped storm can) and brings every operator replica back.
+// closer or a stopped storm can), clears the knob of every crash-loop-member whose Pod is still
+// there (that fault has no closer), and brings every operator replica back.
 func (c *campaign) heal(ctx context.Context) error {
 	for _, n := range c.cfg.Nodes {
 		if err := c.faults.RecoverNode(ctx, n); err != nil {
@@ -381,10 +388,18 @@ func (c *campaign) heal(ctx context.Context) error {
 			return err
 		}
 		for _, p := range pods.Items {
-			if _, ok := p.Annotations["sim.celld.eric.dev/CELLD_SIM_HEALTH_MODE"]; ok {
+			if _, ok := p.Annotations[celldsim.AnnotationPrefix+celldsim.KnobHealthMode]; ok {
 				if err := ignoreNotFound(c.faults.Unhealthy(ctx, f.ns, p.Name, false)); err != nil {
 					return err
 				}
+			}
+			// a crash-loop-member whose member was not replaced (nor recreated) still exits at
+			// every start: without the override its next start, a second later, serves
+			if _, ok := p.Annotations[celldsim.AnnotationPrefix+celldsim.KnobCrashAfterMS]; ok {
+				if err := ignoreNotFound(c.faults.SetKnob(ctx, f.ns, p.Name, celldsim.KnobCrashAfterMS, "")); err != nil {
+					return err
+				}
+				c.logf("heal: %s/%s no longer exits at every start", f.ns, p.Name)
 			}
 		}
 	}
@@ -488,6 +503,7 @@ func (c *campaign) summary(executed int, played map[schedule.Kind]int) {
 	fmt.Fprintf(&b, "  judgements where the operator had a member down while a fault had another down (allowed, counted): %d\n", c.mon.opDownSeen)
 	fmt.Fprintf(&b, "  claim deletes justified by the operator's log only, no event (see docs/reliability.md): %d\n", c.mon.eventless)
 	fmt.Fprintf(&b, "  generations of a meshed fleet seen Provisioned with every member proxied: %d\n", c.mon.meshJoined)
+	b.WriteString(c.mon.freshDiskSummary())
 	c.mon.mu.Unlock()
 	if c.injector != nil {
 		fmt.Fprintf(&b, "  Pod creates the sidecar injector gave a proxy: %d\n", c.injector.Admissions())

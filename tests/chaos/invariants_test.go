@@ -21,19 +21,21 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/tests/celldsim"
 	"github.com/celld/celld-operator/tests/sidecarinjector"
 )
 
 // Invariant names, as the failure report and the check counts spell them.
 const (
 	ruleMembers     = "a: no second member taken down by the operator"
-	ruleClaims      = "b: every claim deletion justified, no two fresh disks inside the absorb window"
+	ruleClaims      = "b: every claim deletion justified, no replacement beside another member down, no two fresh disks inside the absorb window"
 	rulePaused      = "c: no workload write or member delete while paused"
 	ruleOwnership   = "d: reservations kept and bound, only the fleet's objects modified"
 	ruleSecrets     = "e: no Secret value in a log, event or status"
 	ruleConvergence = "f: Ready after the storm, deleted fleets released"
 	ruleFullStop    = "g: a full stop returns at the declared count in one step"
 	ruleMesh        = "h: Provisioned only with every member's proxy as spec.mesh asks"
+	ruleFreshDisk   = "i: a replacement that announces a fresh disk delivers one"
 )
 
 // Grace periods of the continuous checks, each the time a watch or a controller needs to see
@@ -68,6 +70,13 @@ type fleetView struct {
 	claims    map[string]claimView // the namespace's claims, by name
 	stop      *fullStopView        // the full stop in progress, if any (fullstop_test.go)
 	mesh      meshView             // mesh_test.go
+
+	// freshdisk_test.go: every claim the namespace had, by name, in the order they appeared;
+	// when each down member (as memberState.observe names it) went down; the campaign's last
+	// unpause (a replacement a pause overlapped is excused)
+	disks      map[string][]*diskIncarnation
+	downSince  map[string]time.Time
+	unpausedAt time.Time
 }
 
 // pendingJustification is a claim delete waiting for its replacement event.
@@ -87,6 +96,11 @@ type monitor struct {
 	pending    []pendingJustification
 	events     []*eventsv1.Event
 	announced  []announcement
+	// announcedDisks: replacement events (MemberReplaced, MemberDiskLost) whose fresh disk is
+	// awaited, and the counts of how they ended (freshdisk_test.go)
+	announcedDisks []*announcedDisk
+	announceSeen   map[string]bool
+	freshCounts    freshDiskCounts
 	// eventless counts claim deletes justified by the operator's log only: no event followed.
 	eventless  int
 	checks     map[string]int
@@ -94,6 +108,10 @@ type monitor struct {
 	meshJoined int // times a meshed fleet was seen Provisioned with every member proxied (mesh_test.go)
 	violation  string
 	onViolate  func()
+
+	// crash-loop-member faults recorded, and how they ended: the member's Pod replaced (a
+	// replacement, a rollout, a delete) or its knob cleared by the heal
+	crashLoops, crashEndedByNewPod, crashEndedByKnob int
 
 	// apiserver_test.go: API server restarts, fresh reads, Node readiness
 	cs             kubernetes.Interface
@@ -106,7 +124,7 @@ type monitor struct {
 
 func newMonitor(onViolate func()) *monitor {
 	return &monitor{fleets: map[string]*fleetView{}, secrets: map[string]string{}, checks: map[string]int{}, onViolate: onViolate,
-		nodeReady: map[string]corev1.ConditionStatus{}}
+		nodeReady: map[string]corev1.ConditionStatus{}, announceSeen: map[string]bool{}}
 }
 
 // violate records the first violation. Caller holds mu.
@@ -142,7 +160,7 @@ func (m *monitor) addFleet(ns, name string, stateful bool, secret string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fleets[ns] = &fleetView{ns: ns, name: name, stateful: stateful, uids: map[string]bool{}, pods: map[string]memberPod{}, lostClaim: map[string]bool{},
-		claims: map[string]claimView{}}
+		claims: map[string]claimView{}, disks: map[string][]*diskIncarnation{}, downSince: map[string]time.Time{}}
 	m.secrets[secret] = ns
 }
 
@@ -150,16 +168,23 @@ func (m *monitor) addFleet(ns, name string, stateful bool, secret string) {
 func (m *monitor) addFault(seq int, ns, key string, oneShot bool) func() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, end := m.addFaultLocked(seq, ns, key, oneShot)
+	return end
+}
+
+// addFaultLocked is addFault; it also returns the entry (nil when ns has no fleet now).
+// Caller holds mu.
+func (m *monitor) addFaultLocked(seq int, ns, key string, oneShot bool) (*faultEntry, func()) {
 	f := m.fleets[ns]
 	if f == nil || f.uid == "" {
-		return func() {}
+		return nil, func() {}
 	}
 	e := &faultEntry{seq: seq, fleet: f.uid, key: key, started: time.Now()}
 	if oneShot {
 		e.ended = e.started
 	}
 	m.faults = append(m.faults, e)
-	return func() {
+	return e, func() {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if e.ended.IsZero() {
@@ -244,6 +269,7 @@ func (m *monitor) tick(ctx context.Context) {
 			m.judgeMesh(f, time.Now())
 		}
 		m.judgePending()
+		m.judgeFreshDisks(time.Now())
 		m.mu.Unlock()
 	}
 }
@@ -279,6 +305,7 @@ func (m *monitor) onFleet(_, obj any, deleted bool) {
 		}
 		f.uid, f.uids[uid] = uid, true
 		f.members, f.pods, f.twoDownAt, f.lastFresh = newMemberState(f.stateful), map[string]memberPod{}, time.Time{}, time.Time{}
+		f.downSince = map[string]time.Time{}
 		f.paused, f.pausedAt, f.stop, f.deleting, f.mesh = false, time.Time{}, nil, false, meshView{}
 	}
 	// only ever set here: a late watch after an API server restart must not undo the
@@ -319,6 +346,9 @@ func (m *monitor) setPaused(ns string, paused bool) {
 	if paused && !f.paused {
 		f.pausedAt = time.Now()
 	}
+	if !paused && f.paused {
+		f.unpausedAt = time.Now()
+	}
 	f.paused = paused
 }
 
@@ -353,7 +383,8 @@ func (m *monitor) onPod(_, obj any, deleted bool) {
 
 func memberPodOf(f *fleetView, p *corev1.Pod) memberPod {
 	mp := memberPod{name: p.Name, ordinal: -1, terminating: p.DeletionTimestamp != nil,
-		proxied: sidecarinjector.HasProxy(&p.Spec), finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
+		proxied: sidecarinjector.HasProxy(&p.Spec), finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+		uid: string(p.UID), crashing: p.Annotations[celldsim.AnnotationPrefix+celldsim.KnobCrashAfterMS] != ""}
 	if f.stateful {
 		mp.ordinal = ordinalOf(f.name, p.Name)
 	}
@@ -460,7 +491,9 @@ func (m *monitor) judgeMembers(f *fleetView) {
 			rest = append(rest, d)
 		}
 	}
-	excused := openFaults(m.faults, f.uid, now, len(down), marked)
+	m.endCrashLoops(f, now)
+	excused := openFaults(m.faults, f.uid, now, len(down)-crashingDown(f.stateful, pods, down), marked)
+	f.noteDown(down, now)
 	down = rest
 	cordoned := 0
 	if m.cordonOpen || now.Sub(m.cordonEnd) < effectLatency {
@@ -530,6 +563,7 @@ func (m *monitor) onClaim(_, obj any, deleted bool) {
 	if f == nil {
 		return
 	}
+	f.noteDisk(c, deleted, time.Now())
 	if deleted {
 		delete(f.claims, c.Name)
 		return
@@ -551,6 +585,7 @@ func (m *monitor) onEvent(_, obj any, deleted bool) {
 	m.scanSecrets(e.Note, fmt.Sprintf("event %s/%s (%s)", e.Namespace, e.Name, e.Reason))
 	if m.fleets[e.Namespace] != nil {
 		m.events = append(m.events, e)
+		m.noteAnnouncement(e)
 	}
 	m.judgePending()
 }
@@ -650,6 +685,9 @@ func (m *monitor) onWrite(w writeRecord) {
 	}
 	if base == "persistentvolumeclaims" && w.Method == "DELETE" {
 		m.judgeClaimDelete(f, w)
+	}
+	if base == "pods" && w.Method == "DELETE" && w.Intent != "" {
+		m.judgeReplacementStart(f, w)
 	}
 	if (base == "statefulsets" || base == "deployments") && w.Name == f.name && w.Replicas != nil && w.Method != "DELETE" {
 		m.judgeFullStart(f, w)

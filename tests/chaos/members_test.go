@@ -40,6 +40,10 @@ type memberPod struct {
 	detail string
 	// nodeMarkedAt: when the node lifecycle controller marked it not Ready (apiserver_test.go)
 	nodeMarkedAt time.Time
+	// uid is the Pod's; crashing: it carries the crash-loop-member knob (its celld exits at
+	// every start)
+	uid      string
+	crashing bool
 }
 
 // memberState is one fleet's member bookkeeping, fed by the Pod and workload watches.
@@ -143,6 +147,11 @@ type faultEntry struct {
 	started time.Time
 	ended   time.Time // zero: still in force
 	closed  bool
+	// crashUID, for a crash-loop-member: the Pod made to exit at every start. The fault is in
+	// force until that Pod, once seen, is replaced by another of the member's name (which starts
+	// clean), or no longer carries the knob once it was seen with it (the heal cleared it).
+	crashUID            string
+	crashSeen, knobSeen bool
 }
 
 // effectLatency: a one-shot fault's effect (a Pod turning not Ready, a claim turning Lost) is
@@ -168,6 +177,73 @@ func openFaults(entries []*faultEntry, fleet string, now time.Time, downNow int,
 		keys[e.key] = true
 	}
 	return len(keys)
+}
+
+// addCrashLoop records a crash-loop-member of pod (UID uid) before it is injected: a fault in
+// force until the monitor sees that Pod replaced or without its knob (endCrashLoops). The
+// returned func ends it at once (the injection failed).
+func (m *monitor) addCrashLoop(seq int, ns, pod, uid string) func() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, end := m.addFaultLocked(seq, ns, "pod:"+pod, false)
+	if e != nil {
+		e.crashUID = uid
+		m.crashLoops++
+	}
+	return end
+}
+
+// endCrashLoops ends the crash-loop-member entries of f whose Pod is gone (another Pod of the
+// member's name, or none and the member left the count) or was seen with its knob and no
+// longer carries it. Caller holds mu.
+func (m *monitor) endCrashLoops(f *fleetView, now time.Time) {
+	for _, e := range m.faults {
+		if e.fleet != f.uid || e.crashUID == "" || !e.ended.IsZero() {
+			continue
+		}
+		name := podOfKey(e.key)
+		p, ok := f.pods[name]
+		switch {
+		case ok && p.uid == e.crashUID:
+			e.crashSeen = true
+			if p.crashing {
+				e.knobSeen = true
+			} else if e.knobSeen {
+				e.ended = now
+				m.crashEndedByKnob++
+			}
+		case ok && e.crashSeen: // the watch may still hold an older Pod of the name when the fault starts
+			e.ended = now
+			m.crashEndedByNewPod++
+		case !ok && f.stateful && f.members != nil && f.members.desired >= 0 && ordinalOf(f.name, name) >= f.members.desired:
+			e.ended = now // scaled in: the member is no longer in the count
+		}
+	}
+}
+
+// crashingDown counts the down members whose Pod carries the crash-loop-member knob: down by
+// a fault in force, they do not keep the fleet from being whole for closing the other
+// entries (a member that is never replaced would otherwise hold every ended fault of its
+// fleet open for the rest of the storm, each excusing one more member of the operator's).
+func crashingDown(stateful bool, pods []memberPod, down []string) int {
+	crashing := map[string]bool{}
+	n := 0
+	for _, p := range pods {
+		if p.crashing && !p.serving {
+			crashing[fmt.Sprint(p.ordinal)] = true
+			n++
+		}
+	}
+	if !stateful {
+		return min(n, len(down))
+	}
+	c := 0
+	for _, d := range down {
+		if crashing[d] {
+			c++
+		}
+	}
+	return c
 }
 
 // podOfKey returns the Pod a fault entry names ("pod:NAME", "node:NODE/NAME"), or "".
@@ -454,17 +530,17 @@ func TestTheRecorderReadsProtobufAndJSONAnswers(t *testing.T) {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "pf", Labels: map[string]string{"celld.eric.dev/fleet-uid": "u1"}},
 		Spec: appsv1.StatefulSetSpec{Replicas: new(int32(4))}}
 	for _, mt := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
-		kind, labels, replicas := decodeAnswer(encodeAs(t, sts, appsv1.SchemeGroupVersion, mt))
+		kind, labels, _, replicas := decodeAnswer(encodeAs(t, sts, appsv1.SchemeGroupVersion, mt))
 		if kind != "StatefulSet" || labels["celld.eric.dev/fleet-uid"] != "u1" || replicas == nil || *replicas != 4 {
 			t.Fatalf("%s: read %q %v %v; rule d and g judge nothing they cannot read", mt, kind, labels, replicas)
 		}
 	}
-	kind, labels, _ := decodeAnswer([]byte(`{"apiVersion":"celld.eric.dev/v1alpha1","kind":"CelldFleet","metadata":{"labels":{"a":"b"}}}`))
+	kind, labels, _, _ := decodeAnswer([]byte(`{"apiVersion":"celld.eric.dev/v1alpha1","kind":"CelldFleet","metadata":{"labels":{"a":"b"}}}`))
 	if kind != "CelldFleet" || labels["a"] != "b" {
 		t.Fatalf("a custom resource's JSON answer: %q %v", kind, labels)
 	}
 	status := encodeAs(t, &metav1.Status{Status: metav1.StatusSuccess}, schema.GroupVersion{Version: "v1"}, runtime.ContentTypeProtobuf)
-	if kind, _, _ := decodeAnswer(status); kind != "Status" {
+	if kind, _, _, _ := decodeAnswer(status); kind != "Status" {
 		t.Fatalf("a Status answer reads as %q", kind)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
 
@@ -67,6 +68,9 @@ type writeRecord struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Replicas is the answered object's spec.replicas (a workload or its scale), if any.
 	Replicas *int32 `json:"replicas,omitempty"`
+	// Intent is the answered object's replacement intent (the annotation
+	// celld.eric.dev/replacement-claim a replacement's Pod delete carries), if any.
+	Intent string `json:"intent,omitempty"`
 }
 
 // operators runs the replicas and their proxies.
@@ -450,7 +454,9 @@ func (rc recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	_ = resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	if rerr == nil {
-		rec.Kind, rec.Labels, rec.Replicas = decodeAnswer(body)
+		var annotations map[string]string
+		rec.Kind, rec.Labels, annotations, rec.Replicas = decodeAnswer(body)
+		rec.Intent = annotations[v1.AnnotationReplacementClaim]
 	}
 	rc.o.onWrite(rec)
 	if req.Method == http.MethodDelete && killsOnDelete(rec) {
@@ -475,11 +481,11 @@ func (rc recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // a write with. controller-runtime's client asks for protobuf for the built-in kinds (Pods,
 // claims, workloads, Services, policies) and JSON for custom resources, so both are read; an
 // answer neither can read leaves kind empty.
-func decodeAnswer(body []byte) (kind string, labels map[string]string, replicas *int32) {
+func decodeAnswer(body []byte) (kind string, labels, annotations map[string]string, replicas *int32) {
 	obj, gvk, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
 	if err == nil && gvk != nil {
 		if acc, aerr := apimeta.Accessor(obj); aerr == nil {
-			labels = acc.GetLabels()
+			labels, annotations = acc.GetLabels(), acc.GetAnnotations()
 		}
 		switch o := obj.(type) {
 		case *appsv1.StatefulSet:
@@ -489,18 +495,19 @@ func decodeAnswer(body []byte) (kind string, labels map[string]string, replicas 
 		case *autoscalingv1.Scale:
 			replicas = &o.Spec.Replicas
 		}
-		return gvk.Kind, labels, replicas
+		return gvk.Kind, labels, annotations, replicas
 	}
 	var answer struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
-			Labels map[string]string `json:"labels"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
 	if json.Unmarshal(body, &answer) == nil {
-		return answer.Kind, answer.Metadata.Labels, nil
+		return answer.Kind, answer.Metadata.Labels, answer.Metadata.Annotations, nil
 	}
-	return "", nil, nil
+	return "", nil, nil, nil
 }
 
 // leaseHeld reports whether a Lease the API server answered (JSON or protobuf: client-go's

@@ -31,6 +31,16 @@ const (
 	RogueWorkload      Kind = "rogue-workload-edit"
 	RogueNetworkPolicy Kind = "rogue-networkpolicy-edit"
 	RoguePDB           Kind = "rogue-pdb-edit"
+	// CrashLoopMember makes a member's celld exit at every start (the simulator's
+	// CELLD_SIM_CRASH_AFTER_MS=0 on its Pod) and kills it once: it crash-loops on the revision
+	// the other members run Ready, so its trouble is its own (its disk, say) and the operator
+	// may give it a fresh disk once it has been down for the replacement delay. Drawn only on
+	// PersistentFleets, the only ones a replacement can help. It has no closer: the knob is on
+	// the Pod only, so the member's next Pod (a replacement's, a rollout's) starts clean, and the
+	// campaign clears it on any Pod still carrying it once the storm is over. Not drawn on a
+	// fleet within MaxHold of its previous one, the time a replacement takes, so two such
+	// members are rarely down together (two down are never replaced).
+	CrashLoopMember Kind = "crash-loop-member"
 	// RestartAPIServer stops kube-apiserver and starts it again with the same flags: every
 	// client's requests fail and its watches end until it is back (about half a minute).
 	// Nothing else is drawn inside Config.APIRestartQuiet after it; a closer that falls there
@@ -83,7 +93,7 @@ const (
 // Kinds lists every kind, openers and closers alike.
 var Kinds = []Kind{
 	FailNode, RecoverNode, LoseVolume, KillMember, UnhealthyOn, UnhealthyOff, CordonZone, UncordonZone,
-	DeleteMemberPod, DeleteClaim, RogueWorkload, RogueNetworkPolicy, RoguePDB, RestartAPIServer,
+	DeleteMemberPod, DeleteClaim, CrashLoopMember, RogueWorkload, RogueNetworkPolicy, RoguePDB, RestartAPIServer,
 	KillLeader, KillLeaderOnDelete, StopLeader,
 	RestartToken, RuntimeImage, ScaleOut, ScaleIn, Pause, Unpause, FullStop, FullStart, RoutingOn, RoutingOff,
 	MeshOn, MeshOff, DeleteFleet, Recreate,
@@ -150,7 +160,7 @@ type Config struct {
 
 // DefaultWeights draws faults about twice as often as user changes, operator faults rarely.
 var DefaultWeights = map[Kind]int{
-	FailNode: 3, LoseVolume: 3, KillMember: 6, UnhealthyOn: 4, CordonZone: 2, DeleteMemberPod: 5, DeleteClaim: 2,
+	FailNode: 3, LoseVolume: 3, KillMember: 6, UnhealthyOn: 4, CordonZone: 2, DeleteMemberPod: 5, DeleteClaim: 2, CrashLoopMember: 3,
 	RogueWorkload: 3, RogueNetworkPolicy: 2, RoguePDB: 2, RestartAPIServer: 1,
 	KillLeader: 2, KillLeaderOnDelete: 2, StopLeader: 1,
 	RestartToken: 3, RuntimeImage: 2, ScaleOut: 2, ScaleIn: 2, Pause: 2, FullStop: 1, RoutingOn: 2, MeshOn: 2, DeleteFleet: 1,
@@ -201,7 +211,7 @@ func (a Action) Describe(cfg Config) string {
 
 func needsMember(k Kind) bool {
 	switch k {
-	case LoseVolume, KillMember, UnhealthyOn, UnhealthyOff, DeleteMemberPod, DeleteClaim:
+	case LoseVolume, KillMember, UnhealthyOn, UnhealthyOff, DeleteMemberPod, DeleteClaim, CrashLoopMember:
 		return true
 	}
 	return false
@@ -215,6 +225,9 @@ type fleetState struct {
 	meshedUntil  time.Duration // 0: not meshed
 	deletedUntil time.Duration // 0: present
 	unhealthy    map[int]time.Duration
+	// crashQuietTil: no crash-loop-member on the fleet before this (its previous one's
+	// replacement time)
+	crashQuietTil time.Duration
 }
 
 // generator carries the draw's state; Generate is its only entry point.
@@ -236,8 +249,9 @@ type generator struct {
 //   - nothing targets a fleet between its deletion and its re-creation, and a paused, stopped,
 //     routed or meshed fleet is not deleted (so every closer finds the fleet its opener changed);
 //   - mesh-on only on a Meshable fleet that is not meshed already;
-//   - scale stays within [MinReplicas, MaxReplicas]; disks are lost or deleted only on
-//     PersistentFleets;
+//   - scale stays within [MinReplicas, MaxReplicas]; disks are lost or deleted, and members
+//     made to crash-loop, only on PersistentFleets, and a fleet gets at most one
+//     crash-loop-member within MaxHold;
 //   - nothing is drawn within APIRestartQuiet after a restart-apiserver (closers of earlier
 //     openers may fall there: they run once the API server is back).
 func Generate(seed int64, cfg Config) []Action {
@@ -379,6 +393,14 @@ func (g *generator) draw(t time.Duration, k Kind) bool {
 			return false
 		}
 		base.Member = g.rng.IntN(g.fleets[base.Fleet].replicas)
+		g.add(base)
+	case CrashLoopMember:
+		base.Fleet = g.fleetWhere(t, func(i int) bool { return g.cfg.Fleets[i].Persistent && g.fleets[i].crashQuietTil <= t })
+		if base.Fleet < 0 {
+			return false
+		}
+		base.Member = g.rng.IntN(g.fleets[base.Fleet].replicas)
+		g.fleets[base.Fleet].crashQuietTil = t + g.cfg.MaxHold
 		g.add(base)
 	case KillMember, DeleteMemberPod:
 		if base.Fleet = g.liveFleet(t, false, false); base.Fleet < 0 {

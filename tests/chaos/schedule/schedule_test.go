@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,6 +71,7 @@ func checkConstraints(cfg Config, actions []Action) error {
 	deleted := map[int]bool{}
 	unhealthy := map[[2]int]bool{}
 	replicas := map[int]int{}
+	lastCrash := map[int]time.Duration{}
 	for i, f := range cfg.Fleets {
 		replicas[i] = f.Replicas
 	}
@@ -89,8 +91,14 @@ func checkConstraints(cfg Config, actions []Action) error {
 		if a.Fleet >= 0 && deleted[a.Fleet] && a.Kind != Recreate {
 			return fmt.Errorf("%s targets a deleted fleet", a.Describe(cfg))
 		}
-		if (a.Kind == LoseVolume || a.Kind == DeleteClaim) && !cfg.Fleets[a.Fleet].Persistent {
+		if (a.Kind == LoseVolume || a.Kind == DeleteClaim || a.Kind == CrashLoopMember) && !cfg.Fleets[a.Fleet].Persistent {
 			return fmt.Errorf("%s: a disk fault on a fleet without disks", a.Describe(cfg))
+		}
+		if a.Kind == CrashLoopMember {
+			if at, ok := lastCrash[a.Fleet]; ok && a.At-at < cfg.MaxHold {
+				return fmt.Errorf("%s: %s after the fleet's previous crash-loop-member, within MaxHold %s", a.Describe(cfg), a.At-at, cfg.MaxHold)
+			}
+			lastCrash[a.Fleet] = a.At
 		}
 		if a.Closes >= 0 {
 			opener := actions[a.Closes]
@@ -240,6 +248,41 @@ func TestMeshTogglesGoOnlyToMeshableFleetsAndAlternate(t *testing.T) {
 		for _, a := range Generate(seed, cfg) {
 			if a.Kind == MeshOn || a.Kind == MeshOff {
 				t.Fatalf("seed %d drew %s with no meshable fleet", seed, a.Describe(cfg))
+			}
+		}
+	}
+}
+
+func TestCrashLoopsGoOnlyToPersistentFleetsAMaxHoldApart(t *testing.T) {
+	cfg := testConfig()
+	cfg.Weights = map[Kind]int{CrashLoopMember: 5, KillMember: 1}
+	drawn := 0
+	for seed := range int64(50) {
+		actions := Generate(seed, cfg)
+		if err := checkConstraints(cfg, actions); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		for _, a := range actions {
+			if a.Kind != CrashLoopMember {
+				continue
+			}
+			drawn++
+			if a.Fleet != 0 || a.Closes >= 0 || a.Member < 0 || a.Member >= cfg.Fleets[0].MaxReplicas {
+				t.Fatalf("seed %d: %s: want an opener on a member of pf, the only PersistentFleet", seed, a.Describe(cfg))
+			}
+			if got, want := a.Describe(cfg), fmt.Sprintf("crash-loop-member fleet=pf member#%d", a.Member); !strings.Contains(got, want) {
+				t.Fatalf("Describe = %q, want it to name the member (%q)", got, want)
+			}
+		}
+	}
+	if drawn == 0 {
+		t.Fatalf("%d crash-loop-member in 50 seeds with most of the mix", drawn)
+	}
+	cfg.Fleets[0].Persistent = false
+	for seed := range int64(20) {
+		for _, a := range Generate(seed, cfg) {
+			if a.Kind == CrashLoopMember {
+				t.Fatalf("seed %d drew %s with no PersistentFleet", seed, a.Describe(cfg))
 			}
 		}
 	}
