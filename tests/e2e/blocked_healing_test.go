@@ -32,14 +32,21 @@ var _ = Describe("healing under an unrelated blocker", func() {
 		waitFleetReady(ctx, ns, name, 3)
 	})
 
-	It("replaces a lost disk while a foreign PodDisruptionBudget blocks the fleet (InfrastructureBlocked)", func(ctx context.Context) {
-		By("a hand edit takes the fleet's PodDisruptionBudget away from it")
+	// The fleet is raised to 4 while blocked, so its growth is held at the applied 3: the
+	// healing plan and its confirmation once planned at different counts there, disagreed, and
+	// no member was ever healed (a lost disk stayed Lost, a member stayed down past the delay).
+	It("replaces a lost disk and a member down past the replacement delay while growth is held by InfrastructureBlocked (applied 3, spec 4)", func(ctx context.Context) {
+		By("a hand edit takes the fleet's PodDisruptionBudget away from it, and the fleet is raised to 4")
 		pdb := &policyv1.PodDisruptionBudget{}
 		Expect(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pdb)).To(Succeed())
 		delete(pdb.Labels, v1.LabelFleetUID)
 		Expect(kube().Update(ctx, pdb)).To(Succeed())
 		expectCondition(ctx, ns, name, v1.ConditionBlocked, "True/"+v1.ReasonInfrastructureBlocked)
+		scale(ctx, ns, name, 4)
+		framework.EventuallyWithin(ctx, framework.Short, func() int64 { return getFleet(ctx, ns, name).Status.ObservedGeneration }).
+			Should(Equal(getFleet(ctx, ns, name).Generation), "the operator must have seen the raise")
 		sts := statefulSetOf(ctx, ns, name)
+		Expect(*sts.Spec.Replicas).To(Equal(int32(3)), "growth is held by the blocker")
 		monitor := monitorDown(ctx, ns, getFleet(ctx, ns, name), 3, 1)
 
 		By("a member loses its volume and gets a fresh disk, the blocker notwithstanding")
@@ -53,12 +60,25 @@ var _ = Describe("healing under an unrelated blocker", func() {
 		}).Should(Succeed())
 		expectEvent(ctx, ns, v1.EventMemberDiskLost)
 		expectOnlyClaimDeletes(ns, claim(1))
-		Expect(statefulSetOf(ctx, ns, name).Generation).To(Equal(sts.Generation), "a blocked fleet's StatefulSet spec is not written")
-		monitor.Check("a disk replacement under a blocker")
+		framework.EventuallyWithin(ctx, framework.Medium, func() int32 { return statefulSetOf(ctx, ns, name).Status.ReadyReplicas }).Should(Equal(int32(3)))
 
-		By("the foreign object goes, and the fleet recovers on its own")
+		By("a member stays down past the replacement delay and gets a fresh disk, the blocker notwithstanding")
+		recreateOnAgedDisk(ctx, ns, name, member(2))
+		before = claimUIDs(ctx, ns)
+		Expect(framework.Cluster.Faults.Unhealthy(ctx, ns, member(2), true)).To(Succeed())
+		downSince := notReadySince(ctx, ns, member(2))
+		expectFreshClaimAfterDelay(ctx, ns, claim(2), before, downSince)
+		expectEvent(ctx, ns, v1.EventMemberReplaced)
+		framework.EventuallyWithin(ctx, framework.Medium, func() int32 { return statefulSetOf(ctx, ns, name).Status.ReadyReplicas }).Should(Equal(int32(3)))
+		Expect(condition(ctx, ns, name, v1.ConditionBlocked)).To(Equal("True/"+v1.ReasonInfrastructureBlocked), "the blocker is still reported")
+		after := statefulSetOf(ctx, ns, name)
+		Expect(after.Generation).To(Equal(sts.Generation), "a blocked fleet's StatefulSet spec is not written")
+		Expect(*after.Spec.Replicas).To(Equal(int32(3)), "growth stays held")
+		monitor.Check("healing under a blocker that holds growth")
+
+		By("the foreign object goes, and the fleet grows to 4 on its own")
 		Expect(kube().Delete(ctx, pdb)).To(Succeed())
-		waitFleetReady(ctx, ns, name, 3)
+		waitFleetReady(ctx, ns, name, 4)
 		expectCondition(ctx, ns, name, v1.ConditionBlocked, "False/"+v1.ReasonProvisioned)
 	})
 

@@ -261,7 +261,7 @@ var _ = Describe("Capacity policy", func() {
 		Expect(live.Status.DesiredReplicas).To(Equal(int32(5)))
 	})
 
-	It("in Automatic removes one member after the low window and stops at minReplicas", func(ctx context.Context) {
+	It("in Automatic removes one member after the low window, stops at minReplicas, and heals a lost disk while it holds the fleet below spec.replicas", func(ctx context.Context) {
 		ns := fleetNamespace(ctx, "cap-in")
 		f := persistentFleet(ns, "shrink", 4)
 		f.Spec.Capacity = fastPolicy(v1.CapacityAutomatic, 5)
@@ -282,6 +282,25 @@ var _ = Describe("Capacity policy", func() {
 		Expect(claimUIDs(ctx, ns)).To(Equal(claims), "the removed member keeps its disk")
 		expectNoOperatorDeletes(ns, "an Automatic contraction")
 		downs.Check("an Automatic contraction")
+
+		// The healing plan and its confirmation once planned at different counts here (the
+		// policy's 3 and spec.replicas' 4), disagreed, and a lost disk stayed Lost for good.
+		By("held below spec.replicas by the policy (3 of 4), the fleet still heals a lost disk")
+		Expect(*getFleet(ctx, ns, f.Name).Spec.Replicas).To(Equal(int32(4)))
+		heal := monitorDown(ctx, ns, f, 3, 1)
+		lost := "data-" + f.Name + "-1"
+		Expect(framework.Cluster.Faults.LoseVolume(ctx, ns, lost)).To(Succeed())
+		framework.EventuallyWithin(ctx, 2*framework.Medium, func(g Gomega) {
+			uid, ok := claimUIDs(ctx, ns)[lost]
+			g.Expect(ok).To(BeTrue(), "the member's fresh claim")
+			g.Expect(uid).NotTo(Equal(claims[lost]), "the member must return on a fresh disk")
+		}).Should(Succeed())
+		expectEvent(ctx, ns, v1.EventMemberDiskLost)
+		expectOnlyClaimDeletes(ns, lost)
+		framework.EventuallyWithin(ctx, framework.Medium, func() int32 { return statefulSetOf(ctx, ns, f.Name).Status.ReadyReplicas }).
+			Should(Equal(int32(3)))
+		Expect(*statefulSetOf(ctx, ns, f.Name).Spec.Replicas).To(Equal(int32(3)), "the policy still holds the fleet at 3")
+		heal.Check("a lost disk healed while the capacity policy holds the fleet below spec.replicas")
 	})
 
 	It("in External lets an HPA scale out through /scale and holds its scale-in without survivor evidence", func(ctx context.Context) {

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/tests/e2e/framework"
@@ -43,6 +44,11 @@ var _ = Describe("crash-looping members", func() {
 			g.Expect(condition(ctx, ns, name, v1.ConditionBlocked)).To(Equal("True/"+v1.ReasonMemberCrashLooping), "the fleet stopped saying why")
 		}).WithTimeout(hold).WithPolling(framework.Poll).Should(Succeed())
 		Expect(operatorDeletes(ns)).To(BeEmpty(), "the operator deleted a Pod or claim of a crash-looping member")
+		// The wait proves something only if the member aged past the delay: its Ready condition
+		// keeps the time it turned not Ready through every restart, as the kubelet keeps it.
+		since := framework.Condition(framework.Pod(ctx, ns, name+"-2"), corev1.PodReady).LastTransitionTime.Time
+		Expect(time.Since(since)).To(BeNumerically(">", e2eOptions.MemberReplacementDelay),
+			"the member must have been down longer than the replacement delay (down since %s)", since)
 
 		By("the spec is reverted: the member is recreated from it without anyone deleting a Pod by hand")
 		patchFleet(ctx, ns, name, fmt.Sprintf(`{"spec":{"env":%s}}`, goodEnv))
