@@ -191,6 +191,12 @@ func (m *member) startProc(now time.Time, restart bool) {
 		return
 	}
 	m.s.log.Printf("%s/%s celld started on %s (runtime_generation %s, restarts %d)", m.ns, m.name, m.ip, p.gen, m.status.RestartCount)
+	// A process due to exit at once (CELLD_SIM_CRASH_AFTER_MS=0) exits before any probe can
+	// reach it: under load the next tick came after a probe had seen it healthy, and that
+	// member turned Ready for a moment, which restarted its replacement delay.
+	if code, why, due := p.due(now); due {
+		m.exitLocked(code, why)
+	}
 }
 
 // startEnv is the environment celld validates at start: the container's env, with the knob

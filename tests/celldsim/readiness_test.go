@@ -181,3 +181,17 @@ func TestTheReadyConditionKeepsItsTransitionTimeWhileReadinessDoesNotChange(t *t
 		t.Fatalf("turning Ready is a transition and must stamp the present, got %s", got)
 	}
 }
+
+// A member told to exit at once (CELLD_SIM_CRASH_AFTER_MS=0) never runs long enough for a probe
+// to find it healthy: a crash-looping member must never turn Ready between two restarts.
+func TestAMemberDueToCrashAtStartExitsBeforeAnyProbe(t *testing.T) {
+	m, _ := testMember("127.213.0.15", plain("CELLD_SIM_LEASE_MS=0", "CELLD_SIM_CRASH_AFTER_MS=0"))
+	m.startProc(time.Now(), false)
+	if m.proc != nil {
+		m.proc.close()
+		t.Fatal("a process due to exit at start is still running after its start: a probe can find it healthy")
+	}
+	if term := m.status.State.Terminated; term == nil || term.ExitCode != 1 {
+		t.Fatalf("the container must be Terminated with exit 1, got %+v", m.status.State)
+	}
+}
