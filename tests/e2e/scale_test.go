@@ -62,20 +62,30 @@ var _ = Describe("scale", Label("scale"), Serial, func() {
 		report("60-member fleet: creation to Ready", time.Since(start).Round(100*time.Millisecond))
 
 		start = time.Now()
+		roll := monitorDown(ctx, ns, getFleet(ctx, ns, name), members, 1) // a rollout takes down at most one member
 		patchFleet(ctx, ns, name, `{"spec":{"maintenance":{"restartToken":"scale"}}}`)
 		framework.EventuallyWithin(ctx, 10*time.Minute, func(g Gomega) {
-			g.Expect(membersDown(ctx, ns, name, members)).To(BeNumerically("<=", 1), "a rollout takes down at most one member")
 			for _, p := range fleetPods(ctx, ns, getFleet(ctx, ns, name)) {
 				g.Expect(p.Annotations).To(HaveKeyWithValue(v1.AnnotationRestartToken, "scale"))
 			}
 		}).Should(Succeed())
 		waitFleetReadyWithin(ctx, ns, name, members, 5*time.Minute)
+		roll.Check("a 60-member rolling restart")
 		report("60-member fleet: rolling restart", time.Since(start).Round(100*time.Millisecond))
 
 		start = time.Now()
+		survivors := monitorDown(ctx, ns, getFleet(ctx, ns, name), members-5, 0)
+		steps := recordSteps(ctx, ns, name)
 		scale(ctx, ns, name, members-5)
 		waitFleetReadyWithin(ctx, ns, name, members-5, 5*time.Minute)
 		report("60-member fleet: scale-in by 5, one step at a time", time.Since(start).Round(100*time.Millisecond))
+		got := steps()
+		Expect(got).To(HaveLen(5), "a scale-in by 5 is five steps: %+v", got)
+		for i, s := range got {
+			Expect(s.To).To(Equal(s.From-1), "step %d removes exactly one member: %+v", i, s)
+			Expect(s.ObservedBefore && s.ReadyBefore == s.From).To(BeTrue(), "step %d was written before the previous change rolled out: %+v", i, s)
+		}
+		survivors.Check("a 60-member contraction")
 		Expect(claimUIDs(ctx, ns)).To(HaveLen(members), "scale-in keeps every claim")
 		expectNoOperatorDeletes(ns, "a rollout and contraction at scale")
 	})
