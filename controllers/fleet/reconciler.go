@@ -95,9 +95,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	s := newScope(f, r.now())
 
-	err := r.runPhases(ctx, s, []phase{
-		r.observe, r.deletion, r.validate, r.finalizer, r.guards, r.reservation,
-		r.children, r.capacity, r.workload, r.healing,
+	err := r.runPhases(ctx, s, []namedPhase{
+		{"observe", r.observe}, {"deletion", r.deletion}, {"validate", r.validate}, {"finalizer", r.finalizer},
+		{"guards", r.guards}, {"reservation", r.reservation}, {"children", r.children}, {"capacity", r.capacity},
+		{"workload", r.workload}, {"healing", r.healing},
 	})
 	switch {
 	case err == nil:
@@ -153,11 +154,23 @@ func (r *Reconciler) releaseNamespace(ctx context.Context, ns string) {
 	}
 }
 
-func (r *Reconciler) runPhases(ctx context.Context, s *scope, phases []phase) error {
+// namedPhase is a phase with the name its errors carry.
+type namedPhase struct {
+	name string
+	run  phase
+}
+
+// runPhases runs the phases in order until one stops the pass or fails; an error is wrapped
+// with the phase's name, so the log and the status say which step failed (the API error stays
+// inspectable through errors.As).
+func (r *Reconciler) runPhases(ctx context.Context, s *scope, phases []namedPhase) error {
 	for _, p := range phases {
-		stop, err := p(ctx, s)
-		if err != nil || stop {
-			return err
+		stop, err := p.run(ctx, s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		if stop {
+			return nil
 		}
 	}
 	return nil
