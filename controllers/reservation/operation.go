@@ -31,29 +31,24 @@ type Superseded struct {
 	Operation string
 }
 
-// Supersede reads the annotation value. This release's record (version 1, the fleet's UID, and
-// capacity state only) is kept as it is. Anything else was written by an earlier release (the
-// strict executor of v0.0.5, the one-disruption controller), which kept claim identities,
-// operations and disruption times there: the record is rewritten to its capacity state alone,
-// or removed when it has none, and an operation it held in flight is named so the reconciler
-// reports it superseded. Members then roll onto the current template; nothing of the old
-// operation is carried out.
+// Supersede reads the annotation value. This release's record (exactly the keys "version",
+// "fleetUID" and "capacity": version 1, the fleet's UID, and capacity state only) is kept as it
+// is. Anything else was written by an earlier release (v0.0.5's strict executor, the
+// one-disruption controller; earlier.go describes their records), which kept claim identities,
+// operations and disruption times there: the record is rewritten to this release's capacity
+// state alone, or removed when it has none, and an operation it held in flight is named so the
+// reconciler reports it superseded. Members then roll onto the current template; nothing of the
+// old operation is carried out. An earlier release's "Capacity" is another state than this
+// release's and is not carried over.
 func Supersede(value string, fleetUID types.UID) Superseded {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(value), &fields); err != nil {
 		return Superseded{Changed: true, Remove: true} // unreadable: nothing can be kept
 	}
-	current := true
-	for k := range fields {
-		if k != "version" && k != "fleetUID" && k != "capacity" {
-			current = false
-		}
-	}
-	var r record
-	if current && json.Unmarshal([]byte(value), &r) == nil && r.Version == OperationVersion && r.FleetUID == fleetUID {
+	if r, ok := ownRecord(fields, value); ok && r.Version == OperationVersion && r.FleetUID == fleetUID {
 		return Superseded{}
 	}
-	out := Superseded{Changed: true, Operation: legacyOperation(fields)}
+	out := Superseded{Changed: true, Operation: earlierOperation(fields)}
 	if c := fields["capacity"]; len(c) > 0 && string(c) != "null" {
 		raw, err := json.Marshal(record{Version: OperationVersion, FleetUID: fleetUID, Capacity: c})
 		if err == nil {
@@ -65,42 +60,20 @@ func Supersede(value string, fleetUID types.UID) Superseded {
 	return out
 }
 
-// legacyOperation names the operation an earlier record held in flight: "operation" (one
-// object) or the last entry of "operations", each with a kind and an id.
-func legacyOperation(fields map[string]json.RawMessage) string {
-	type op struct {
-		Kind string `json:"kind"`
-		Type string `json:"type"`
-		ID   string `json:"id"`
-	}
-	var found *op
-	if raw, ok := fields["operation"]; ok {
-		o := &op{}
-		if json.Unmarshal(raw, o) == nil {
-			found = o
+// ownRecord decodes value as this release's record when its keys are exactly this release's.
+// encoding/json matches keys case-insensitively, so the key check is what keeps an earlier
+// release's {"Version":1,"FleetUID":…,"Capacity":…} from passing for this release's record.
+func ownRecord(fields map[string]json.RawMessage, value string) (record, bool) {
+	for k := range fields {
+		if k != "version" && k != "fleetUID" && k != "capacity" {
+			return record{}, false
 		}
 	}
-	if raw, ok := fields["operations"]; ok && found == nil {
-		var list []op
-		if json.Unmarshal(raw, &list) == nil && len(list) > 0 {
-			found = &list[len(list)-1]
-		}
+	var r record
+	if json.Unmarshal([]byte(value), &r) != nil {
+		return record{}, false
 	}
-	if found == nil {
-		return ""
-	}
-	kind := found.Kind
-	if kind == "" {
-		kind = found.Type
-	}
-	if kind == "" {
-		kind = "unnamed"
-	}
-	id := found.ID
-	if id == "" {
-		id = "without an id"
-	}
-	return fmt.Sprintf("%s operation %s", kind, id)
+	return r, true
 }
 
 // MaxOperationBytes bounds the current-operation annotation; above OperationWarningBytes (half
@@ -114,8 +87,12 @@ const (
 // CapacityState returns the capacity state of this release's record for the fleet, or nil when
 // the annotation is absent, another fleet's, or not this release's (Supersede rewrites those).
 func CapacityState(value string, fleetUID types.UID) json.RawMessage {
-	var r record
-	if json.Unmarshal([]byte(value), &r) != nil || r.Version != OperationVersion || r.FleetUID != fleetUID {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal([]byte(value), &fields) != nil {
+		return nil
+	}
+	r, ok := ownRecord(fields, value)
+	if !ok || r.Version != OperationVersion || r.FleetUID != fleetUID {
 		return nil
 	}
 	if len(r.Capacity) == 0 || string(r.Capacity) == "null" {

@@ -303,6 +303,37 @@ var _ = Describe("Capacity policy", func() {
 		heal.Check("a lost disk healed while the capacity policy holds the fleet below spec.replicas")
 	})
 
+	// The survivors' room is capped by their CPU request (90m here): with every member at 75m,
+	// below cpuLowMillicores, the policy wants one member less, but each of the three that stay
+	// would carry 100m, above its request. Once the load drops the evidence holds.
+	It("in Automatic holds its own scale-in without survivor evidence, and removes the member once the evidence arrives", func(ctx context.Context) {
+		ns := fleetNamespace(ctx, "cap-hold")
+		f := persistentFleet(ns, "hold", 4)
+		f.Spec.Capacity = fastPolicy(v1.CapacityAutomatic, 5)
+		f.Spec.Execution = &v1.ExecutionSpec{CPURequest: new(resource.MustParse("90m"))}
+		Expect(kube().Create(ctx, f)).To(Succeed())
+		traceCapacity(ctx, ns, f.Name)
+		waitFleetReady(ctx, ns, f.Name, 4)
+		f = getFleet(ctx, ns, f.Name)
+		load := driveLoad(ctx, ns, f)
+		load.everyone("75m", "100Mi")
+		nobodyDown := monitorDown(ctx, ns, f, 4, 0)
+
+		By("the policy wants one member less, and the removal waits for the evidence")
+		framework.EventuallyWithin(ctx, 2*capacityWait, func() string { return condition(ctx, ns, f.Name, v1.ConditionReady) }).
+			Should(Equal("True/"+v1.ReasonCapacityUncertain), "the fleet runs; only the removal waits")
+		Expect(conditionMessage(getFleet(ctx, ns, f.Name), v1.ConditionReady)).To(ContainSubstring("above its request of 90m"))
+		Expect(*statefulSetOf(ctx, ns, f.Name).Spec.Replicas).To(Equal(int32(4)), "no member leaves without the evidence")
+		nobodyDown.Check("an Automatic scale-in held for evidence")
+
+		By("the load drops: the survivors can take the member's share, and it goes")
+		load.everyone("20m", "100Mi")
+		framework.EventuallyWithin(ctx, capacityWait, func() int32 { return *statefulSetOf(ctx, ns, f.Name).Spec.Replicas }).
+			Should(Equal(int32(3)))
+		expectEvent(ctx, ns, v1.EventCapacityScaledIn)
+		expectNoOperatorDeletes(ns, "an Automatic contraction held for evidence")
+	})
+
 	It("in External lets an HPA scale out through /scale and holds its scale-in without survivor evidence", func(ctx context.Context) {
 		ns := fleetNamespace(ctx, "cap-ext")
 		f := createPolicyFleet(ctx, ns, "hpa", fastPolicy(v1.CapacityExternal, 5))

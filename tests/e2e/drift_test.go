@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -67,6 +68,56 @@ var _ = Describe("drift repair", func() {
 		Expect(restartCounts(ctx, ns, name)).To(Equal(restarts), "repairing a NetworkPolicy must not restart a container")
 		expectSettled(ctx, ns, "the repaired fleet")
 		expectNoOperatorDeletes(ns, "a NetworkPolicy repair")
+	})
+
+	// Seed 001 makes Services verify-only; the operator corrects them instead (docs/networking.md,
+	// "Drift"). A correction sets the Service's spec back to the rendering, whole, and keeps what
+	// other controllers write on a Service: its metadata (annotations, labels, finalizers) and
+	// what the API server allocated (the cluster IP). The Service is never recreated.
+	It("corrects a hand edit of a Service's rendered field and keeps what other controllers wrote on it", func(ctx context.Context) {
+		Expect(kube().Create(ctx, persistentFleet(ns, name, 3))).To(Succeed())
+		waitFleetReady(ctx, ns, name, 3)
+		members := memberUIDs(ctx, ns, name, 3)
+
+		By("a load-balancer controller annotates, labels and finalizes the Service, and someone sets sessionAffinity")
+		const finalizer = "service.kubernetes.io/load-balancer-cleanup"
+		svc := &corev1.Service{}
+		Expect(kube().Get(ctx, key(ns, name), svc)).To(Succeed())
+		clusterIP := svc.Spec.ClusterIP
+		metav1.SetMetaDataAnnotation(&svc.ObjectMeta, "lb.example.com/id", "lb-42")
+		metav1.SetMetaDataLabel(&svc.ObjectMeta, "team", "edge")
+		svc.Finalizers = append(svc.Finalizers, finalizer)
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		Expect(kube().Update(ctx, svc, client.FieldOwner("lb-controller"))).To(Succeed())
+		DeferCleanup(func(ctx context.Context) { // let the namespace go
+			live := &corev1.Service{}
+			if err := kube().Get(ctx, key(ns, name), live); err == nil {
+				live.Finalizers = nil
+				Expect(client.IgnoreNotFound(kube().Update(ctx, live))).To(Succeed())
+			}
+		})
+
+		By("a hand edit points the application port elsewhere")
+		// the operator may be correcting sessionAffinity at this moment: edit what is there then
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := kube().Get(ctx, key(ns, name), svc); err != nil {
+				return err
+			}
+			svc.Spec.Ports[0].TargetPort.IntVal = 9090
+			return kube().Update(ctx, svc, client.FieldOwner("kubectl-edit"))
+		})).To(Succeed())
+		framework.EventuallyWithin(ctx, driftBound, func(g Gomega) {
+			g.Expect(kube().Get(ctx, key(ns, name), svc)).To(Succeed())
+			g.Expect(svc.Spec.Ports[0].TargetPort.IntVal).To(Equal(int32(8080)))
+		}).Should(Succeed(), "the hand-edited targetPort was not corrected within %s", driftBound)
+
+		Expect(svc.Annotations).To(HaveKeyWithValue("lb.example.com/id", "lb-42"), "another controller's annotation was removed")
+		Expect(svc.Labels).To(HaveKeyWithValue("team", "edge"), "another controller's label was removed")
+		Expect(svc.Finalizers).To(ContainElement(finalizer), "another controller's finalizer was removed")
+		Expect(svc.Spec.SessionAffinity).To(Equal(corev1.ServiceAffinityNone), "the spec is the rendering, whole: a spec field set by hand is reset too")
+		Expect(svc.Spec.ClusterIP).To(Equal(clusterIP), "the Service was recreated")
+		Expect(memberUIDs(ctx, ns, name, 3)).To(Equal(members), "correcting a Service restarts no member")
+		expectNoOperatorDeletes(ns, "a Service correction")
 	})
 
 	It("reverts a template edit made in the same second as its own write, one member at a time", func(ctx context.Context) {
