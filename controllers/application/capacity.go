@@ -44,13 +44,12 @@ func (m MetricsAPI) ListPodMetrics(ctx context.Context, namespace, selector stri
 	return list.Items, nil
 }
 
-// sampleInterval is how often a fleet is collected: the observation interval, or its capacity
-// policy's sampleIntervalSeconds when that is shorter and the observer feeds a policy.
-func (o *Observer) sampleInterval(f *v1.CelldFleet) time.Duration {
-	if o.opts.Capacity == nil || f.Spec.Capacity == nil || f.Spec.Capacity.SampleIntervalSeconds <= 0 {
-		return o.opts.Interval
-	}
-	return min(o.opts.Interval, time.Duration(f.Spec.Capacity.SampleIntervalSeconds)*time.Second)
+// sampleInterval is how often a fleet is collected: the observation interval (15 s), which is
+// also the least time between two reads of a fleet's /state (seed 000). A capacity policy
+// samples on those collections: a sampleIntervalSeconds shorter than the interval takes a
+// sample at every collection, so its samples come every interval, not faster (docs/capacity.md).
+func (o *Observer) sampleInterval(*v1.CelldFleet) time.Duration {
+	return o.opts.Interval
 }
 
 // podMetrics is the answer of one Metrics API list.

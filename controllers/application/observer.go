@@ -166,10 +166,12 @@ func (o *Observer) forgetGone(fleets []v1.CelldFleet) {
 	}
 }
 
-// due says whether a fleet is observed now: no earlier observation, a new generation, a
-// deleting fleet, or Interval passed (reference §1.17).
+// due says whether a fleet is observed now: no earlier observation, a deleting fleet (whose
+// observation reads no member), or Interval passed since the last one. A new generation is
+// observed at the next beat, not at once: /state is read at most once every Interval per fleet
+// (seed 000), spec changes included.
 func due(now time.Time, interval time.Duration, f *v1.CelldFleet, last observed, ok bool) bool {
-	return !ok || f.Generation != last.generation || f.DeletionTimestamp != nil || now.Sub(last.at) >= interval
+	return !ok || f.DeletionTimestamp != nil || now.Sub(last.at) >= interval
 }
 
 // published is the previous observation as status records it, so a newly elected leader does

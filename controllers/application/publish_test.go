@@ -98,7 +98,8 @@ func TestDue(t *testing.T) {
 		{"never observed", f, t0, false, true},
 		{"observed 14 s ago, same generation: skipped", f, t0.Add(14 * time.Second), true, false},
 		{"observed 15 s ago: due", f, t0.Add(15 * time.Second), true, true},
-		{"new generation: due at once", &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Generation: 5}}, t0.Add(time.Second), true, true},
+		{"new generation 1 s after a read: waits for the 15 s bound", &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Generation: 5}}, t0.Add(time.Second), true, false},
+		{"new generation 15 s after a read: due", &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Generation: 5}}, t0.Add(15 * time.Second), true, true},
 		{"deleting: due at once", &v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{Generation: 4, DeletionTimestamp: &metav1.Time{Time: t0}}}, t0.Add(time.Second), true, true},
 	}
 	for _, c := range cases {

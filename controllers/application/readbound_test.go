@@ -1,0 +1,97 @@
+package application
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/capacity"
+	"github.com/celld/celld-operator/controllers/celld"
+)
+
+// countingReader records when each member's /state was read, on the observer's clock.
+type countingReader struct {
+	mu    sync.Mutex
+	now   func() time.Time
+	reads map[string][]time.Time
+}
+
+func (r *countingReader) ReadState(ctx context.Context, ip string) (celld.Reading, error) {
+	r.mu.Lock()
+	r.reads[ip] = append(r.reads[ip], r.now())
+	r.mu.Unlock()
+	return loadReader{}.ReadState(ctx, ip)
+}
+
+// Seed 000: the operator reads GET /state at most once every 15 seconds per fleet. Two things
+// once read more often: a capacity policy's sampleIntervalSeconds (5 to 300) shorter than 15 s,
+// and every generation change, which re-read at once. Three simulated minutes of scans, one a
+// second, with the policy at 5 s and the fleet's spec changed every 20 s, must read the member
+// no sooner than 15 s after the previous read, and still read it on the 15 s beat.
+func TestStateIsReadAtMostOnceEveryFifteenSecondsPerFleet(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := bucketFleet(t, c, ns, v1.BucketWorkloadOrdered)
+	sts := statefulSetOf(t, c, f, 1)
+	const ip = "10.9.15.1"
+	runningPod(t, c, f, "f-0", ip, sts, "StatefulSet")
+	f = withPolicy(t, c, f) // sampleIntervalSeconds 5
+
+	clock := time.Now()
+	now := func() time.Time { return clock }
+	reader := &countingReader{now: now, reads: map[string][]time.Time{}}
+	observations := 0 // of this fleet: the scan observes every fleet of the shared API server
+	feed := func(key types.NamespacedName, _ types.UID, _ *capacity.Observation) {
+		if key.Namespace == ns {
+			observations++
+		}
+	}
+	o := New(c, c, c.Status(), Options{Reader: reader, Capacity: feed, Metrics: &fakeMetrics{}, Now: now})
+
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 4)
+	const seconds = 180
+	for s := range seconds {
+		if s%20 == 10 { // a spec change: a new generation
+			bumpGeneration(t, c, f, s)
+		}
+		o.scan(t.Context(), &wg, slots)
+		wg.Wait()
+		clock = clock.Add(time.Second)
+	}
+
+	reads := reader.reads[ip]
+	for i := 1; i < len(reads); i++ {
+		if gap := reads[i].Sub(reads[i-1]); gap < 15*time.Second {
+			t.Fatalf("read %d came %s after the previous one: /state is read at most once every 15 s per fleet", i, gap)
+		}
+	}
+	// every 15 s from the first read, on a one-second scan: 12 reads in three minutes
+	if len(reads) < seconds/15-1 {
+		t.Fatalf("%d reads in %d s: the fleet must still be read every 15 s", len(reads), seconds)
+	}
+	if observations != len(reads) {
+		t.Fatalf("every collection feeds the capacity policy: %d observations for %d reads", observations, len(reads))
+	}
+}
+
+// bumpGeneration changes the fleet's spec, so its generation moves.
+func bumpGeneration(t *testing.T, c client.Client, f *v1.CelldFleet, token int) {
+	t.Helper()
+	live := fleetNow(t, c, f)
+	before := live.Generation
+	patch := client.MergeFrom(live.DeepCopy())
+	live.Spec.Maintenance = &v1.MaintenanceSpec{RestartToken: fmt.Sprint("t", token)}
+	if err := c.Patch(t.Context(), live, patch); err != nil {
+		t.Fatal(err)
+	}
+	if fleetNow(t, c, live).Generation == before {
+		t.Fatal("the spec change did not move the generation")
+	}
+}
