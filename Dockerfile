@@ -1,11 +1,13 @@
-# The operator image: a static binary on a distroless, non-root base. watches.yaml and the
-# fleet chart are embedded in the binary, so /manager is the only file copied.
+# The operator image with Docker: a static binary on a distroless, non-root base. watches.yaml
+# and the fleet chart are embedded in the binary, so /manager is the only file copied. Build it
+# from the repository root. `make images` builds the released image without Docker
+# (docs/install.md, Publishing a release).
 #
 # No base image has a default: pass both, with your registry's path (docs/install.md), e.g.
 #   docker build --build-arg BUILDER_IMAGE=REGISTRY/golang:1.26 \
 #     --build-arg RUNTIME_IMAGE=REGISTRY/distroless/static-debian12:nonroot \
-#     --build-arg VERSION=0.1.0 -t IMG .
-# `make docker-build` passes BUILDER_IMAGE, RUNTIME_IMAGE and VERSION.
+#     --build-arg VERSION=0.2.0 -t IMG .
+# `make docker-build` passes BUILDER_IMAGE, RUNTIME_IMAGE and VERSION (the Makefile's).
 ARG BUILDER_IMAGE
 ARG RUNTIME_IMAGE
 

@@ -6,28 +6,46 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
 # The release: its version, the version it replaces in the upgrade graph and its date (the CSV's
-# createdAt, fixed so that regenerating the bundle gives the same bytes). Change them together,
-# and add the version to catalog/template.yaml.
+# createdAt and every image timestamp, fixed so that regenerating the bundle or rebuilding the
+# images gives the same bytes). VERSION is the one version of a release: make version writes it
+# into the install chart (version, appVersion, so the default image tag) and the kustomize image
+# tag; make bundle into the CSV, the bundle and the catalog; make build and make images into the
+# binary (--version). Change them together, and add the bundle image to catalog/template.yaml.
 VERSION ?= 0.2.0
 REPLACES ?= 0.1.0
 CREATED_AT ?= 2026-12-01T00:00:00Z
-# No file in the repository names a registry: images.example.invalid is a reserved placeholder.
-# Set REGISTRY to your registry's host and path prefix; every image below follows it.
-REGISTRY ?= images.example.invalid
-IMG ?= $(REGISTRY)/celld/celld-operator:$(VERSION)
+# The project publishes its images under its own organisation, the owner of the Go module
+# (github.com/celld/celld-operator): ghcr.io/celld. Set REGISTRY to your registry's host and
+# path prefix to publish elsewhere; every image below follows it.
+REGISTRY ?= ghcr.io/celld
+IMG ?= $(REGISTRY)/celld-operator:$(VERSION)
 # The digest of IMG once pushed (sha256:...): the bundle then names the operator image by
-# digest and declares the disconnected feature.
+# digest and declares the disconnected feature. make images (make release) pushes IMG and sets
+# it itself.
 IMG_DIGEST ?=
-BUNDLE_REPO ?= $(REGISTRY)/celld/celld-operator-bundle
+BUNDLE_REPO ?= $(REGISTRY)/celld-operator-bundle
 BUNDLE_IMG ?= $(BUNDLE_REPO):$(VERSION)
-CATALOG_IMG ?= $(REGISTRY)/celld/celld-operator-catalog:$(VERSION)
-SCORECARD_IMAGE ?= $(REGISTRY)/operator-framework/scorecard-test:v1.42.3
+CATALOG_IMG ?= $(REGISTRY)/celld-operator-catalog:$(VERSION)
+# The operator-sdk scorecard-test image the bundle's scorecard configuration runs, mirrored
+# under REGISTRY; SCORECARD_SOURCE (the upstream operator-framework/scorecard-test image of
+# your operator-sdk version) makes make images copy it there first.
+SCORECARD_IMAGE ?= $(REGISTRY)/scorecard-test:v1.42.3
+SCORECARD_SOURCE ?=
+# The operator's platforms (make images builds one binary each, in one OCI index).
+PLATFORMS ?= linux/amd64,linux/arm64
+# Earlier releases whose operator image a registry lacks, VERSION=COMMIT separated by spaces:
+# make images builds each from its commit and pushes it beside IMG (the first publication to a
+# registry needs EARLIER_RELEASES=0.1.0=af573ed655b80abd0e74d9434c327a6ce7cae2cf).
+EARLIER_RELEASES ?=
 BUILDER_IMAGE ?=
 RUNTIME_IMAGE ?=
-# The opm image the catalog image is built on (it serves the catalog to OLM v0's CatalogSource).
+# An opm image to build the catalog image on (it then also serves the catalog to OLM v0's
+# CatalogSource); make images without it builds the catalog-only image OLM v1's ClusterCatalog
+# reads. catalog-build (Docker) needs it.
 OPM_IMAGE ?=
-CHANNELS ?= candidate,stable
-DEFAULT_CHANNEL ?= stable
+# The channels opm's olm.semver template (catalog/template.yaml) gives a 0.x release.
+CHANNELS ?= candidate-v0,stable-v0
+DEFAULT_CHANNEL ?= stable-v0
 
 BIN := $(CURDIR)/bin
 export KUBEBUILDER_ASSETS := $(BIN)
@@ -67,7 +85,7 @@ test: tools verify test-unit test-api test-rbac test-chart-cluster test-e2e test
 
 .PHONY: test-unit
 test-unit: tools ## Unit tests, chart goldens and server-side apply tests (envtest).
-	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... ./tests/gitops/... ./tests/sidecarinjector/... ./tests/tools/chartdocs/... .
+	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... ./tests/gitops/... ./tests/sidecarinjector/... ./tests/tools/chartdocs/... ./tests/tools/bundlegen/... ./tests/tools/catalog/... ./tests/tools/release/... ./internal/... ./cmd/... .
 
 .PHONY: test-chart
 test-chart: tools ## Only the install chart's tests (in test-unit and test-chart-cluster): schema, README table, helm lint --strict, every value set installed on a real API server and run on the local cluster, helm install/upgrade/uninstall.
@@ -125,10 +143,16 @@ test-scale: tools $(GINKGO) build ## Long scale and soak runs, not part of make 
 build: ## Build the operator binary into bin/manager.
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/manager .
 
+.PHONY: plugin
+plugin: ## Build the kubectl plugin into bin/kubectl-celld (kubectl celld status|restart|pause|resume|stop|start|report; docs/kubectl-plugin.md).
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/kubectl-celld ./cmd/kubectl-celld
+	ln -sf kubectl-celld $(BIN)/kubectl_complete-celld
+	@echo "kubectl finds plugins on PATH: export PATH=\"$(BIN):\$$PATH\" (or copy bin/kubectl-celld and bin/kubectl_complete-celld into a directory on PATH), then: kubectl celld --help"
+
 .PHONY: tools
 tools: $(K8S_BINARIES) $(CONTROLLER_GEN) ## Build etcd, the Kubernetes binaries, kwok and metrics-server once (cached per user, linked into bin/).
 
-$(K8S_BINARIES) &:
+$(K8S_BINARIES) &: tests/tools/install.sh
 	tests/tools/install.sh $(BIN)
 
 $(CONTROLLER_GEN): go.mod
@@ -159,8 +183,12 @@ verify: generate manifests ## Fail when generated files are stale, code is not g
 
 ##@ Distribution
 
+.PHONY: version
+version: ## Write VERSION into the install chart (version, appVersion) and the kustomize image tag.
+	go run ./tests/tools/release version --version $(VERSION)
+
 .PHONY: bundle
-bundle: manifests ## Generate the OLM bundle from config/ and the catalog from it (validated with operator-sdk and opm too when they are on PATH).
+bundle: manifests version ## Generate the OLM bundle from config/ and the catalog from it (validated with operator-sdk and opm too when they are on PATH).
 	go run ./tests/tools/bundlegen --version $(VERSION) --replaces $(REPLACES) --created-at $(CREATED_AT) \
 		--channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMG) $(if $(IMG_DIGEST),--image-digest $(IMG_DIGEST)) \
 		--scorecard-image $(SCORECARD_IMAGE) --out bundle
@@ -168,17 +196,28 @@ bundle: manifests ## Generate the OLM bundle from config/ and the catalog from i
 	@$(MAKE) --no-print-directory catalog
 
 .PHONY: catalog
-catalog: ## Copy bundle/ into olm/celld-operator/VERSION and write the File-Based Catalog from catalog/template.yaml.
-	go run ./tests/tools/catalog render --template catalog/template.yaml --release-bundle bundle \
+catalog: ## Copy bundle/ into olm/celld-operator/VERSION and render the File-Based Catalog from catalog/template.yaml (opm's olm.semver).
+	go run ./tests/tools/catalog render --template catalog/template.yaml --bundle-root olm/celld-operator --release-bundle bundle \
 		--bundle-repo $(BUNDLE_REPO) --out catalog/celld-operator/catalog.yaml
 	@if command -v opm >/dev/null; then opm validate catalog/celld-operator; fi
 
+.PHONY: images
+images: ## Build and push the operator, bundle and catalog images to REGISTRY without Docker; bundle/, olm/ and catalog/ then name the operator by digest (commit them).
+	go run ./tests/tools/release images --version $(VERSION) --image $(IMG) --bundle-repo $(BUNDLE_REPO) \
+		--catalog-image $(CATALOG_IMG) --platforms $(PLATFORMS) $(if $(OPM_IMAGE),--opm-image $(OPM_IMAGE)) \
+		$(if $(SCORECARD_SOURCE),--mirror $(SCORECARD_SOURCE)=$(SCORECARD_IMAGE)) $(foreach e,$(EARLIER_RELEASES),--earlier $(e)) \
+		--report $(BIN)/release.json
+
+.PHONY: release
+release: bundle ## The whole release into REGISTRY: make bundle, then make images (docs/install.md, Publishing a release).
+	@$(MAKE) --no-print-directory images
+
 .PHONY: catalog-build
-catalog-build: ## Build the catalog image CATALOG_IMG (needs Docker; set OPM_IMAGE).
+catalog-build: ## Build the catalog image CATALOG_IMG with Docker (set OPM_IMAGE); make images needs no Docker.
 	docker build -f catalog.Dockerfile --build-arg OPM_IMAGE=$(OPM_IMAGE) -t $(CATALOG_IMG) .
 
 .PHONY: catalog-bundles-build
-catalog-bundles-build: ## Build the bundle image of every version in the catalog, BUNDLE_REPO:VERSION (needs Docker).
+catalog-bundles-build: ## Build the bundle image of every version in the catalog, BUNDLE_REPO:VERSION, with Docker.
 	for dir in olm/celld-operator/*/; do \
 		v=$$(basename $$dir); \
 		go run ./tests/tools/catalog dockerfile --bundle $$dir | docker build -f - -t $(BUNDLE_REPO):$$v $$dir; \
@@ -195,12 +234,12 @@ run-bundle: ## Install BUNDLE_IMG on the current cluster through OLM (needs the 
 	operator-sdk run bundle $(BUNDLE_IMG) --namespace celld-system
 
 .PHONY: docker-build
-docker-build: ## Build the operator image (needs Docker; set BUILDER_IMAGE and RUNTIME_IMAGE).
+docker-build: ## Build the operator image with Docker (set BUILDER_IMAGE and RUNTIME_IMAGE); make images needs no Docker.
 	docker build --build-arg BUILDER_IMAGE=$(BUILDER_IMAGE) --build-arg RUNTIME_IMAGE=$(RUNTIME_IMAGE) --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: bundle-build
-bundle-build: ## Build the bundle image (needs Docker); bundle/ is the context, as .dockerignore keeps it out of the repository's.
-	go run ./tests/tools/catalog dockerfile --bundle bundle | docker build -f - -t $(BUNDLE_IMG) bundle
+bundle-build: ## Build the bundle image BUNDLE_IMG with Docker, from the repository root (bundle.Dockerfile).
+	docker build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
 
 .PHONY: clean
 clean: ## Remove build outputs (the per-user binary cache stays).

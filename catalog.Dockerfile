@@ -2,8 +2,9 @@
 # by `make catalog`) under /configs, served by opm. OLM v1's ClusterCatalog reads /configs through
 # the label below; OLM v0's CatalogSource (sourceType grpc) runs the image, which serves it.
 #
-# OPM_IMAGE names the operator-framework opm image in your registry (the repository names no
-# registry); `make catalog-build OPM_IMAGE=... CATALOG_IMG=...` passes both.
+# Build it from the repository root. OPM_IMAGE names an operator-framework opm image you can pull
+# (it has no default); `make catalog-build OPM_IMAGE=... CATALOG_IMG=...` passes both. `make
+# images` builds the released catalog image without Docker (docs/install.md).
 ARG OPM_IMAGE
 FROM ${OPM_IMAGE}
 

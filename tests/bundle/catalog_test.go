@@ -68,23 +68,24 @@ func unstructuredString(obj map[string]any, fields ...string) (string, bool, err
 
 // TestCatalogPassesWhatOpmValidates loads the committed catalog as opm would and checks it with
 // the rules of `opm validate` and the graph rules of fbc.Validate; then checks the shape this
-// project promises: one package, channels candidate and stable with stable the default, 0.1.0
-// and this release in both, and this release the head of every channel.
+// project promises: one package, the channels opm's olm.semver template gives a 0.x release
+// (candidate-v0 and stable-v0, stable-v0 the default), 0.1.0 and this release in both, and this
+// release the head of every channel.
 func TestCatalogPassesWhatOpmValidates(t *testing.T) {
 	c := loadCatalog(t)
 	for _, err := range fbc.Validate(c) {
 		t.Error(err)
 	}
-	if len(c.Packages) != 1 || c.Packages[0].Name != gen.PackageName || c.Packages[0].DefaultChannel != fbc.ChannelStable {
-		t.Fatalf("want one package %s with default channel stable, got %+v", gen.PackageName, c.Packages)
+	if len(c.Packages) != 1 || c.Packages[0].Name != gen.PackageName || c.Packages[0].DefaultChannel != "stable-v0" {
+		t.Fatalf("want one package %s with default channel stable-v0, got %+v", gen.PackageName, c.Packages)
 	}
 	var names []string
 	for _, ch := range c.Channels {
 		names = append(names, ch.Name)
 	}
 	slices.Sort(names)
-	if !slices.Equal(names, []string{fbc.ChannelCandidate, fbc.ChannelStable}) {
-		t.Errorf("channels %v, want candidate and stable", names)
+	if !slices.Equal(names, []string{"candidate-v0", "stable-v0"}) {
+		t.Errorf("channels %v, want candidate-v0 and stable-v0", names)
 	}
 	release := fbc.BundleName(gen.PackageName, releaseVersion(t))
 	for _, ch := range c.Channels {
@@ -133,23 +134,34 @@ func TestCatalogPassesWhatOpmValidates(t *testing.T) {
 }
 
 // TestCatalogEdgesAreTheCSVs checks each channel entry against the CSV of its bundle in the
-// OperatorHub layout: the same replaces and olm.skipRange, so a classic install, OperatorHub's
-// semver mode and the catalog describe one graph.
+// OperatorHub layout: the same replaces, so a classic install, OperatorHub's semver mode and the
+// catalog describe one graph. opm's olm.semver template draws no skipRange; each CSV's
+// olm.skipRange must still cover every older version of the catalog, so that OLM v0 installs
+// from the CSVs alone upgrade in one step too.
 func TestCatalogEdgesAreTheCSVs(t *testing.T) {
 	c := loadCatalog(t)
-	tpl := readTemplate(t)
 	for _, ch := range c.Channels {
-		for _, e := range ch.Entries {
+		for i, e := range ch.Entries {
 			version := strings.TrimPrefix(e.Name, gen.PackageName+".v")
-			b, err := fbc.ReadBundleDir(repo(t, tpl.BundleRoot, version))
+			b, err := fbc.ReadBundleDir(repo(t, fbc.DefaultBundleRoot, version))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if b.CSV.Spec.Replaces != e.Replaces {
 				t.Errorf("channel %s: %s replaces %q, its CSV %q", ch.Name, e.Name, e.Replaces, b.CSV.Spec.Replaces)
 			}
-			if skip := b.CSV.Annotations["olm.skipRange"]; skip != e.SkipRange || skip == "" {
-				t.Errorf("channel %s: %s has skipRange %q, its CSV %q", ch.Name, e.Name, e.SkipRange, skip)
+			if e.SkipRange != "" {
+				t.Errorf("channel %s: %s has skipRange %q, which opm's olm.semver template never draws", ch.Name, e.Name, e.SkipRange)
+			}
+			r, err := semver.ParseRange(b.CSV.Annotations["olm.skipRange"])
+			if err != nil {
+				t.Errorf("%s: olm.skipRange: %v", e.Name, err)
+				continue
+			}
+			for _, older := range ch.Entries[:i] {
+				if !r(semver.MustParse(strings.TrimPrefix(older.Name, gen.PackageName+".v"))) {
+					t.Errorf("%s: olm.skipRange %q does not cover the older %s", e.Name, b.CSV.Annotations["olm.skipRange"], older.Name)
+				}
 			}
 		}
 	}
@@ -168,7 +180,7 @@ func TestCommittedCatalogIsUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := fbc.Render(repo(t), readTemplate(t), bundleRepo)
+	fresh, err := fbc.Render(repo(t), readTemplate(t), fbc.DefaultBundleRoot, bundleRepo)
 	if err != nil {
 		t.Fatalf("render the catalog: %v", err)
 	}
@@ -182,13 +194,14 @@ func TestCommittedCatalogIsUpToDate(t *testing.T) {
 }
 
 // TestOperatorHubLayout checks olm/celld-operator as OperatorHub's community-operators expects
-// it: ci.yaml with a semver update graph and one <version>/manifests|metadata directory per
-// bundle; each CSV replaces the version before it (what semver mode derives); this release's
-// directory is bundle/ byte for byte; every bundle passes the operator-framework validators;
-// and the catalog lists exactly these bundles.
+// it: ci.yaml with a semver update graph and one <version>/manifests|metadata|tests directory
+// per bundle, the scorecard configuration where its annotation points; each CSV replaces the
+// version before it (what semver mode derives); this release's directory is bundle/ byte for
+// byte; every bundle passes the operator-framework validators; and the catalog lists exactly
+// these bundles.
 func TestOperatorHubLayout(t *testing.T) {
-	tpl := readTemplate(t)
-	root := repo(t, tpl.BundleRoot)
+	layoutRoot := fbc.DefaultBundleRoot
+	root := repo(t, layoutRoot)
 	var ci struct {
 		UpdateGraph string   `json:"updateGraph"`
 		Reviewers   []string `json:"reviewers,omitempty"`
@@ -205,7 +218,7 @@ func TestOperatorHubLayout(t *testing.T) {
 	}
 	for _, e := range entries {
 		if _, err := semver.Parse(e.Name()); e.Name() != "ci.yaml" && (!e.IsDir() || err != nil) {
-			t.Errorf("%s/%s is neither ci.yaml nor a version directory", tpl.BundleRoot, e.Name())
+			t.Errorf("%s/%s is neither ci.yaml nor a version directory", layoutRoot, e.Name())
 		}
 	}
 	versions, err := fbc.ListBundleDirs(root)
@@ -217,12 +230,19 @@ func TestOperatorHubLayout(t *testing.T) {
 	}
 	for i, v := range versions {
 		dir := filepath.Join(root, v)
-		for path, content := range tree(t, dir) {
+		files := tree(t, dir)
+		for path := range files {
 			top, rest, _ := strings.Cut(path, "/")
-			if !(top == "manifests" && !strings.Contains(rest, "/")) && path != "metadata/annotations.yaml" {
-				t.Errorf("%s/%s/%s is outside <version>/manifests/*.yaml and <version>/metadata/annotations.yaml", tpl.BundleRoot, v, path)
+			if !(top == "manifests" && !strings.Contains(rest, "/")) && path != "metadata/annotations.yaml" && path != "tests/scorecard/config.yaml" {
+				t.Errorf("%s/%s/%s is outside <version>/manifests/*.yaml, <version>/metadata/annotations.yaml and <version>/tests/scorecard/config.yaml", layoutRoot, v, path)
 			}
-			_ = content
+		}
+		ann, err := fbc.ReadBundleDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg := ann.Annotations["operators.operatorframework.io.test.config.v1"]; cfg != "" && files[strings.TrimSuffix(cfg, "/")+"/config.yaml"] == nil {
+			t.Errorf("%s/%s: the annotation operators.operatorframework.io.test.config.v1 points to %s, which holds no config.yaml", layoutRoot, v, cfg)
 		}
 		b, err := fbc.ReadBundleDir(dir)
 		if err != nil {
@@ -247,16 +267,13 @@ func TestOperatorHubLayout(t *testing.T) {
 	}
 	release := releaseVersion(t)
 	if !slices.Contains(versions, release) {
-		t.Fatalf("this release %s has no directory in %s; run `make catalog`", release, tpl.BundleRoot)
+		t.Fatalf("this release %s has no directory in %s; run `make catalog`", release, layoutRoot)
 	}
 	layout := tree(t, filepath.Join(root, release))
 	bundle := tree(t, repo(t, "bundle"))
 	for _, p := range keys(layout, bundle) {
-		if strings.HasPrefix(p, "tests/") {
-			continue // the scorecard configuration stays in bundle/
-		}
 		if !bytes.Equal(layout[p], bundle[p]) {
-			t.Errorf("%s/%s/%s differs from bundle/%s; run `make catalog` (make bundle does) and commit it", tpl.BundleRoot, release, p, p)
+			t.Errorf("%s/%s/%s differs from bundle/%s; run `make catalog` (make bundle does) and commit it", layoutRoot, release, p, p)
 		}
 	}
 	var inCatalog []string
@@ -304,65 +321,67 @@ func TestCatalogValidatorRefuses(t *testing.T) {
 		c.Bundles = append(c.Bundles, b)
 	}
 	name := func(v string) string { return fbc.BundleName(gen.PackageName, v) }
-	for _, tc := range []struct {
-		name, want string
-		breakIt    func(c *fbc.Catalog)
+	cases := []struct {
+		name    string
+		rule    fbc.Rule
+		want    string
+		breakIt func(c *fbc.Catalog)
 	}{
-		{"default channel missing", `default channel "fast" is not one of its channels`, func(c *fbc.Catalog) { c.Packages[0].DefaultChannel = "fast" }},
-		{"entry without a bundle", `entry "celld-operator.v9.0.0" names no bundle`, func(c *fbc.Catalog) {
-			ch := channel(c, "stable")
+		{"default channel missing", fbc.RuleDefaultChannel, `default channel "fast-v0" is not one of its channels`, func(c *fbc.Catalog) { c.Packages[0].DefaultChannel = "fast-v0" }},
+		{"entry without a bundle", fbc.RuleChannelEntries, `entry "celld-operator.v9.0.0" names no bundle`, func(c *fbc.Catalog) {
+			ch := channel(c, "stable-v0")
 			ch.Entries = append(ch.Entries, fbc.ChannelEntry{Name: name("9.0.0"), Replaces: name(releaseVersion(t))})
 		}},
-		{"bundle in no channel", `bundle "celld-operator.v9.0.0" is in no channel`, func(c *fbc.Catalog) { addBundle(c, "9.0.0") }},
-		{"two heads", "2 heads", func(c *fbc.Catalog) {
-			e := entry(channel(c, "stable"), releaseVersion(t))
+		{"bundle in no channel", fbc.RuleBundleInChannel, `bundle "celld-operator.v9.0.0" is in no channel`, func(c *fbc.Catalog) { addBundle(c, "9.0.0") }},
+		{"two heads", fbc.RuleHead, "2 heads", func(c *fbc.Catalog) {
+			e := entry(channel(c, "stable-v0"), releaseVersion(t))
 			e.Replaces = ""
 		}},
-		{"cycle", "the replaces chain has a cycle", func(c *fbc.Catalog) {
+		{"cycle", fbc.RuleCycle, "the replaces chain has a cycle", func(c *fbc.Catalog) {
 			addBundle(c, "0.0.1")
-			ch := channel(c, "candidate")
+			ch := channel(c, "candidate-v0")
 			entry(ch, "0.1.0").Replaces = name("0.0.1")
 			ch.Entries = append(ch.Entries, fbc.ChannelEntry{Name: name("0.0.1"), Replaces: name("0.1.0")})
 		}},
-		{"stranded entries", "stranded entries", func(c *fbc.Catalog) {
+		{"stranded entries", fbc.RuleStranded, "stranded entries", func(c *fbc.Catalog) {
 			addBundle(c, "0.0.1")
 			addBundle(c, "0.0.2")
-			ch := channel(c, "candidate")
+			ch := channel(c, "candidate-v0")
 			ch.Entries = append(ch.Entries, fbc.ChannelEntry{Name: name("0.0.1"), Replaces: name("0.0.2")}, fbc.ChannelEntry{Name: name("0.0.2"), Replaces: name("0.0.1")})
 		}},
-		{"not connected", "the graph is not connected: no upgrade path from celld-operator.v0.0.1, celld-operator.v0.0.2", func(c *fbc.Catalog) {
+		{"not connected", fbc.RuleConnected, "the graph is not connected: no upgrade path from celld-operator.v0.0.1, celld-operator.v0.0.2", func(c *fbc.Catalog) {
 			addBundle(c, "0.0.1")
 			addBundle(c, "0.0.2")
-			ch := channel(c, "candidate")
+			ch := channel(c, "candidate-v0")
 			for i := range ch.Entries {
 				ch.Entries[i].SkipRange = "" // the head's range would reach them
 			}
 			ch.Entries = append(ch.Entries, fbc.ChannelEntry{Name: name("0.0.1"), Skips: []string{name("0.0.2")}}, fbc.ChannelEntry{Name: name("0.0.2"), Skips: []string{name("0.0.1")}})
 		}},
-		{"head not the newest", "is not the newest version", func(c *fbc.Catalog) {
-			ch := channel(c, "stable")
+		{"head not the newest", fbc.RuleHeadNewest, "is not the newest version", func(c *fbc.Catalog) {
+			ch := channel(c, "stable-v0")
 			entry(ch, releaseVersion(t)).Replaces = ""
 			entry(ch, releaseVersion(t)).SkipRange = ""
 			entry(ch, "0.1.0").Replaces = name(releaseVersion(t))
 		}},
-		{"edge to a newer version", "which is not older", func(c *fbc.Catalog) {
-			ch := channel(c, "stable")
+		{"edge to a newer version", fbc.RuleEdgesOlder, "which is not older", func(c *fbc.Catalog) {
+			ch := channel(c, "stable-v0")
 			entry(ch, releaseVersion(t)).Replaces = ""
 			entry(ch, "0.1.0").Replaces = name(releaseVersion(t))
 		}},
-		{"bad skipRange", "is not a semver range", func(c *fbc.Catalog) { entry(channel(c, "stable"), "0.1.0").SkipRange = "<<0.1" }},
-		{"skipRange covering its own version", "includes its own version", func(c *fbc.Catalog) {
-			entry(channel(c, "stable"), "0.1.0").SkipRange = ">=0.0.0 <=0.1.0"
+		{"bad skipRange", fbc.RuleSkipRange, "is not a semver range", func(c *fbc.Catalog) { entry(channel(c, "stable-v0"), "0.1.0").SkipRange = "<<0.1" }},
+		{"skipRange covering its own version", fbc.RuleEdgesOlder, "includes its own version", func(c *fbc.Catalog) {
+			entry(channel(c, "stable-v0"), "0.1.0").SkipRange = ">=0.0.0 <=0.1.0"
 		}},
-		{"no olm.package property", "must have exactly one olm.package property", func(c *fbc.Catalog) {
+		{"no olm.package property", fbc.RulePackageProperty, "must have exactly one olm.package property", func(c *fbc.Catalog) {
 			c.Bundles[0].Properties = slices.DeleteFunc(append([]fbc.Property(nil), c.Bundles[0].Properties...), func(p fbc.Property) bool { return p.Type == fbc.PropertyPackage })
 		}},
-		{"duplicate version", "have the same version", func(c *fbc.Catalog) {
+		{"duplicate version", fbc.RuleUniqueVersions, "have the same version", func(c *fbc.Catalog) {
 			b := c.Bundles[0]
 			b.Name = b.Name + "-copy"
 			c.Bundles = append(c.Bundles, b)
 		}},
-		{"name not normalized", `must be named "celld-operator.v0.1.0"`, func(c *fbc.Catalog) {
+		{"name not normalized", fbc.RuleBundleName, `must be named "celld-operator.v0.1.0"`, func(c *fbc.Catalog) {
 			for i := range c.Bundles {
 				if c.Bundles[i].Name == name("0.1.0") {
 					c.Bundles[i].Name = "celld-operator-0.1.0"
@@ -379,11 +398,38 @@ func TestCatalogValidatorRefuses(t *testing.T) {
 				}
 			}
 		}},
-		{"bundle without image", "has no image", func(c *fbc.Catalog) { c.Bundles[0].Image = "" }},
-		{"malformed olm.gvk", "needs group, kind and version", func(c *fbc.Catalog) {
+		{"bundle without image", fbc.RuleBundleImage, "has no image", func(c *fbc.Catalog) { c.Bundles[0].Image = "" }},
+		{"malformed olm.gvk", fbc.RuleProperties, "needs group, kind and version", func(c *fbc.Catalog) {
 			c.Bundles[0].Properties = append(append([]fbc.Property(nil), c.Bundles[0].Properties...), fbc.Property{Type: fbc.PropertyGVK, Value: json.RawMessage(`{"group":"x"}`)})
 		}},
-	} {
+		{"package declared twice", fbc.RulePackage, `package "celld-operator" is declared twice`, func(c *fbc.Catalog) { c.Packages = append(c.Packages, c.Packages[0]) }},
+		{"package without channels", fbc.RulePackageChannels, `package "celld-operator" has no channel`, func(c *fbc.Catalog) { c.Channels = nil }},
+		{"channel of an undeclared package", fbc.RuleChannel, `belongs to package "other"`, func(c *fbc.Catalog) {
+			ch := c.Channels[0]
+			ch.Package = "other"
+			c.Channels = append(c.Channels, ch)
+		}},
+		{"empty skip", fbc.RuleSkips, "skips[0] is empty", func(c *fbc.Catalog) { entry(channel(c, "stable-v0"), "0.1.0").Skips = []string{""} }},
+		{"bundle of an undeclared package", fbc.RuleBundle, `belongs to package "other", which the catalog does not declare`, func(c *fbc.Catalog) {
+			b := c.Bundles[0]
+			b.Package = "other"
+			c.Bundles = append(c.Bundles, b)
+		}},
+		{"related image without image", fbc.RuleRelatedImages, "related image 0 has no image", func(c *fbc.Catalog) {
+			c.Bundles[0].RelatedImages = append([]fbc.RelatedImage{{Name: "x"}}, c.Bundles[0].RelatedImages...)
+		}},
+		{"blob of the wrong schema", fbc.RuleSchema, `has schema "olm.pkg"`, func(c *fbc.Catalog) { c.Packages[0].Schema = "olm.pkg" }},
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[tc.rule.ID] = true
+	}
+	for _, r := range fbc.Rules {
+		if !covered[r.ID] {
+			t.Errorf("rule %s (%s) is broken by no case here", r.ID, r.Text)
+		}
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			raw, err := base.Marshal()
 			if err != nil {
@@ -398,8 +444,12 @@ func TestCatalogValidatorRefuses(t *testing.T) {
 			for _, e := range fbc.Validate(c) {
 				got = append(got, e.Error())
 			}
-			if !strings.Contains(strings.Join(got, "\n"), tc.want) {
-				t.Errorf("no problem reported containing %q; got:\n%s", tc.want, strings.Join(got, "\n"))
+			found := false
+			for _, g := range got {
+				found = found || (strings.HasPrefix(g, "["+tc.rule.ID+"] ") && strings.Contains(g, tc.want))
+			}
+			if !found {
+				t.Errorf("no problem of rule %s reported containing %q; got:\n%s", tc.rule.ID, tc.want, strings.Join(got, "\n"))
 			}
 		})
 	}
@@ -419,15 +469,22 @@ func TestCatalogLoaderRefusesUnknownSchemasAndFields(t *testing.T) {
 	}
 }
 
-// TestTemplateRules: the template refuses a stable release that skipped candidate, a bad
-// version and an empty default channel.
+// TestTemplateRules: the template is opm's olm.semver and nothing else (a field opm does not
+// know is refused, as opm refuses it); this project adds that every bundle image is
+// <repository>:<version> in one repository and that a release reaches stable through candidate.
 func TestTemplateRules(t *testing.T) {
 	dir := t.TempDir()
+	const c010, c020 = "{image: r.test/b:0.1.0}", "{image: r.test/b:0.2.0}"
 	for body, want := range map[string]string{
-		"schema: celld.semver-template\npackage: p\ndefaultChannel: stable\nbundleRoot: b\ncandidate: {bundles: [{version: 0.1.0}]}\nstable: {bundles: [{version: 0.2.0}]}\n": "a release reaches stable through candidate",
-		"schema: celld.semver-template\npackage: p\ndefaultChannel: stable\nbundleRoot: b\ncandidate: {bundles: [{version: v0.1}]}\nstable: {bundles: [{version: 0.1.0}]}\n":  "is not a semantic version",
-		"schema: celld.semver-template\npackage: p\ndefaultChannel: stable\nbundleRoot: b\ncandidate: {bundles: [{version: 0.1.0}]}\n":                                        "the default channel stable lists no bundle",
-		"schema: olm.semver\npackage: p\ndefaultChannel: stable\nbundleRoot: b\n":                                                                                             "want celld.semver-template",
+		"schema: olm.semver\ncandidate: {bundles: [" + c010 + "]}\nstable: {bundles: [" + c020 + "]}\n":            "reaches stable through candidate",
+		"schema: olm.semver\ncandidate: {bundles: [{image: r.test/b:v0.1}]}\n":                                     "is not a semantic version",
+		"schema: olm.semver\ncandidate: {bundles: [{image: r.test/b:0.1.0}, {image: r.test/c:0.2.0}]}\n":           "two repositories",
+		"schema: olm.semver\ncandidate: {bundles: [{image: 'r.test/b@sha256:" + strings.Repeat("a", 64) + "'}]}\n": "tagged with its version",
+		"schema: olm.semver\ncandidate: {bundles: [" + c010 + ", " + c010 + "]}\n":                                 "twice",
+		"schema: olm.semver\n": "no archetype lists a bundle",
+		"schema: olm.semver\ngenerateMajorChannels: true\ndefaultChannelTypePreference: minor\ncandidate: {bundles: [" + c010 + "]}\n": "generates no minor-version channels",
+		"schema: olm.semver\nbundleRoot: olm/celld-operator\ncandidate: {bundles: [" + c010 + "]}\n":                                   "unknown field",
+		"schema: celld.semver-template\ncandidate: {bundles: [" + c010 + "]}\n":                                                        "want olm.semver",
 	} {
 		path := filepath.Join(dir, "t.yaml")
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
@@ -437,26 +494,42 @@ func TestTemplateRules(t *testing.T) {
 			t.Errorf("template %q: got %v, want an error containing %q", body, err, want)
 		}
 	}
+	// opm's defaults: neither generate flag means minor channels.
+	path := filepath.Join(dir, "t.yaml")
+	if err := os.WriteFile(path, []byte("schema: olm.semver\ncandidate: {bundles: ["+c010+"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := fbc.ReadTemplate(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tpl.ChannelsOf("0.1.0"); !slices.Equal(got, []string{"candidate-v0.1"}) {
+		t.Errorf("without generate flags 0.1.0 is in %v, want opm's minor channel candidate-v0.1", got)
+	}
+	if got := readTemplate(t).ChannelsOf(releaseVersion(t)); !slices.Equal(got, []string{"candidate-v0", "stable-v0"}) {
+		t.Errorf("catalog/template.yaml puts this release in %v, want candidate-v0 and stable-v0", got)
+	}
 }
 
-// TestRenderRefusesAGraphTheCSVsContradict: a CSV whose replaces is not the version before it
-// in the template stops rendering, as does a bundle directory the template leaves out.
+// TestRenderRefusesAGraphTheCSVsContradict: a CSV whose replaces is not the edge the template
+// draws stops rendering, as does a bundle directory the template leaves out.
 func TestRenderRefusesAGraphTheCSVsContradict(t *testing.T) {
 	tpl := readTemplate(t)
 	root := t.TempDir()
-	if err := os.CopyFS(filepath.Join(root, tpl.BundleRoot), os.DirFS(repo(t, tpl.BundleRoot))); err != nil {
+	if err := os.CopyFS(filepath.Join(root, fbc.DefaultBundleRoot), os.DirFS(repo(t, fbc.DefaultBundleRoot))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fbc.Render(root, tpl, "images.example.invalid/celld/celld-operator-bundle"); err != nil {
+	if _, err := fbc.Render(root, tpl, fbc.DefaultBundleRoot, ""); err != nil {
 		t.Fatalf("the copy renders: %v", err)
 	}
 	dropped := *tpl
-	dropped.Candidate.Bundles = slices.DeleteFunc(slices.Clone(tpl.Candidate.Bundles), func(b fbc.TemplateBundle) bool { return b.Version == "0.1.0" })
-	dropped.Stable.Bundles = slices.DeleteFunc(slices.Clone(tpl.Stable.Bundles), func(b fbc.TemplateBundle) bool { return b.Version == "0.1.0" })
-	if _, err := fbc.Render(root, &dropped, "images.example.invalid/celld/celld-operator-bundle"); err == nil || !strings.Contains(err.Error(), "is in no channel of the template") {
+	old := func(b fbc.TemplateBundle) bool { return strings.HasSuffix(b.Image, ":0.1.0") }
+	dropped.Candidate.Bundles = slices.DeleteFunc(slices.Clone(tpl.Candidate.Bundles), old)
+	dropped.Stable.Bundles = slices.DeleteFunc(slices.Clone(tpl.Stable.Bundles), old)
+	if _, err := fbc.Render(root, &dropped, fbc.DefaultBundleRoot, ""); err == nil || !strings.Contains(err.Error(), "is in no archetype of the template") {
 		t.Errorf("a bundle directory outside the template: got %v", err)
 	}
-	csvPath := filepath.Join(root, tpl.BundleRoot, releaseVersion(t), "manifests", gen.PackageName+".clusterserviceversion.yaml")
+	csvPath := filepath.Join(root, fbc.DefaultBundleRoot, releaseVersion(t), "manifests", gen.PackageName+".clusterserviceversion.yaml")
 	raw := read(t, csvPath)
 	broken := bytes.Replace(raw, []byte("replaces: celld-operator.v0.1.0"), []byte("replaces: celld-operator.v0.0.9"), 1)
 	if bytes.Equal(raw, broken) {
@@ -465,7 +538,7 @@ func TestRenderRefusesAGraphTheCSVsContradict(t *testing.T) {
 	if err := os.WriteFile(csvPath, broken, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fbc.Render(root, tpl, "images.example.invalid/celld/celld-operator-bundle"); err == nil || !strings.Contains(err.Error(), `the CSV replaces "celld-operator.v0.0.9"`) {
+	if _, err := fbc.Render(root, tpl, fbc.DefaultBundleRoot, ""); err == nil || !strings.Contains(err.Error(), `the CSV replaces "celld-operator.v0.0.9"`) {
 		t.Errorf("a CSV replacing a version the template does not put before it: got %v", err)
 	}
 }
@@ -474,14 +547,13 @@ func TestRenderRefusesAGraphTheCSVsContradict(t *testing.T) {
 // registry and back: every reference moves, the tag stays, and moving back restores the bytes
 // (so `make catalog REGISTRY=...` and the committed default are both reproducible).
 func TestRepointOperatorImageRoundTrips(t *testing.T) {
-	tpl := readTemplate(t)
-	src := repo(t, tpl.BundleRoot, "0.1.0", "manifests", gen.PackageName+".clusterserviceversion.yaml")
+	src := repo(t, fbc.DefaultBundleRoot, "0.1.0", "manifests", gen.PackageName+".clusterserviceversion.yaml")
 	original := read(t, src)
 	path := filepath.Join(t.TempDir(), "csv.yaml")
 	if err := os.WriteFile(path, original, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b, err := fbc.ReadBundleDir(repo(t, tpl.BundleRoot, "0.1.0"))
+	b, err := fbc.ReadBundleDir(repo(t, fbc.DefaultBundleRoot, "0.1.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -535,12 +607,11 @@ func TestCatalogDockerfile(t *testing.T) {
 	}
 }
 
-// TestBundleDockerfileOfTheLayout: the Dockerfile make catalog-bundles-build (and, for bundle/,
-// make bundle-build) feeds docker for a bundle directory carries exactly its annotations as
-// labels and copies its directories.
+// TestBundleDockerfileOfTheLayout: the Dockerfile make catalog-bundles-build feeds docker for a
+// bundle directory carries exactly its annotations as labels and copies its directories,
+// the scorecard configuration included.
 func TestBundleDockerfileOfTheLayout(t *testing.T) {
-	tpl := readTemplate(t)
-	for v, dir := range map[string]string{"0.1.0": repo(t, tpl.BundleRoot, "0.1.0"), releaseVersion(t): repo(t, tpl.BundleRoot, releaseVersion(t)), "bundle/": repo(t, "bundle")} {
+	for v, dir := range map[string]string{"0.1.0": repo(t, fbc.DefaultBundleRoot, "0.1.0"), releaseVersion(t): repo(t, fbc.DefaultBundleRoot, releaseVersion(t)), "bundle/": repo(t, "bundle")} {
 		raw, err := fbc.BundleDockerfile(dir)
 		if err != nil {
 			t.Fatal(err)
@@ -569,8 +640,8 @@ func TestBundleDockerfileOfTheLayout(t *testing.T) {
 				t.Errorf("%s: the bundle Dockerfile lacks %q", v, want)
 			}
 		}
-		if scorecard := strings.Contains(string(raw), "COPY tests/scorecard /tests/scorecard/"); scorecard != (v == "bundle/") {
-			t.Errorf("%s: the bundle Dockerfile copies tests/scorecard: %v; only bundle/ has it", v, scorecard)
+		if !strings.Contains(string(raw), "COPY tests/scorecard /tests/scorecard/") {
+			t.Errorf("%s: the bundle Dockerfile does not copy tests/scorecard, where the bundle's scorecard annotation points", v)
 		}
 	}
 }

@@ -119,8 +119,8 @@ func TestChartDefaults(t *testing.T) {
 			t.Errorf("operator args %q lack %s", args, want)
 		}
 	}
-	if img := d.Spec.Template.Spec.Containers[0].Image; img != "celld-operator:0.1.0" {
-		t.Errorf("image = %s, want the repository with the appVersion tag", img)
+	if img, want := d.Spec.Template.Spec.Containers[0].Image, "ghcr.io/celld/celld-operator:"+releaseVersion(t); img != want {
+		t.Errorf("image = %s, want the project's repository with the appVersion tag, this release: %s", img, want)
 	}
 }
 

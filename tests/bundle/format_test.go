@@ -78,11 +78,14 @@ func TestBundleAnnotationKeys(t *testing.T) {
 		"operators.operatorframework.io.bundle.manifests.v1":       "manifests/",
 		"operators.operatorframework.io.bundle.metadata.v1":        "metadata/",
 		"operators.operatorframework.io.bundle.package.v1":         "celld-operator",
-		"operators.operatorframework.io.bundle.channels.v1":        "candidate,stable",
-		"operators.operatorframework.io.bundle.channel.default.v1": "stable",
-		"operators.operatorframework.io.test.mediatype.v1":         "scorecard+v1",
-		"operators.operatorframework.io.test.config.v1":            "tests/scorecard/",
-		gen.OpenShiftVersionsKey:                                   openShiftVersions(t),
+		"operators.operatorframework.io.bundle.channels.v1":        "candidate-v0,stable-v0",
+		"operators.operatorframework.io.bundle.channel.default.v1": "stable-v0",
+		gen.MetricsBuilder:                                 gen.Builder,
+		gen.MetricsMediaType:                               "metrics+v1",
+		gen.MetricsProjectLayout:                           gen.HybridHelmLayout,
+		"operators.operatorframework.io.test.mediatype.v1": "scorecard+v1",
+		"operators.operatorframework.io.test.config.v1":    "tests/scorecard/",
+		gen.OpenShiftVersionsKey:                           openShiftVersions(t),
 	}
 	for k, v := range want {
 		if file.Annotations[k] != v {

@@ -64,8 +64,8 @@ func TestKustomizeDefaultRendersTheInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkManagerDeployment(t, &d)
-	if img := d.Spec.Template.Spec.Containers[0].Image; img != "celld-operator:0.1.0" {
-		t.Errorf("the images transformer did not set the operator image: %s", img)
+	if img, want := d.Spec.Template.Spec.Containers[0].Image, "ghcr.io/celld/celld-operator:"+releaseVersion(t); img != want {
+		t.Errorf("the images transformer set the operator image %s, want the project's image of this release %s", img, want)
 	}
 }
 

@@ -157,26 +157,40 @@ func TestServiceMonitorVerifiesTheCertSecret(t *testing.T) {
 	}
 }
 
-// TestServiceMonitorWithPrometheusToken: Prometheus's own token (bearerTokenFile), bound to
-// the reader role through readerSubjects; no scraper ServiceAccount or Secret.
-func TestServiceMonitorWithPrometheusToken(t *testing.T) {
-	objs := mustRender(t, metricsValues(map[string]any{"authentication": "prometheusToken",
-		"tlsConfig": map[string]any{"insecureSkipVerify": true}},
+// TestServiceMonitorWithATokenSecret: authentication=tokenSecret sends the token of a Secret
+// the user names (for example one of Prometheus's own ServiceAccount), bound to the reader role
+// through readerSubjects, with authorization credentials: never the deprecated bearerTokenFile,
+// which the Prometheus Operator can refuse. No scraper ServiceAccount or Secret renders, and the
+// Secret's name is required.
+func TestServiceMonitorWithATokenSecret(t *testing.T) {
+	objs := mustRender(t, metricsValues(map[string]any{"authentication": "tokenSecret",
+		"tokenSecret": map[string]any{"name": "prometheus-k8s-token"},
+		"tlsConfig":   map[string]any{"insecureSkipVerify": true}},
 		map[string]any{"readerSubjects": []any{map[string]any{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}}}))
 	ep := endpoint(t, objs)
-	if ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" || ep["authorization"] != nil {
-		t.Errorf("endpoint %v: want Prometheus's ServiceAccount token file and no Secret", ep)
+	want := map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "prometheus-k8s-token", "key": "token"}}
+	if !reflect.DeepEqual(ep["authorization"], want) {
+		t.Errorf("endpoint authorization %v, want %v", ep["authorization"], want)
+	}
+	if _, ok := ep["bearerTokenFile"]; ok {
+		t.Errorf("endpoint %v sends bearerTokenFile, which the Prometheus Operator deprecates", ep)
 	}
 	if ep["honorLabels"] != true || ep["scheme"] != "https" {
 		t.Errorf("endpoint %v: want honorLabels and https", ep)
 	}
 	if n := len(kinds(objs, "Secret")); n != 0 {
-		t.Errorf("%d Secrets render although Prometheus sends its own token", n)
+		t.Errorf("%d Secrets render although the token is the user's", n)
 	}
 	binding := one(t, objs, "ClusterRoleBinding", "celld-operator-metrics-reader")
 	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
 	if len(subjects) != 1 || subjects[0].(map[string]any)["name"] != "prometheus-k8s" {
 		t.Errorf("the metrics reader binding's subjects are %v, want only prometheus-k8s", subjects)
+	}
+	if _, err := render(t, metricsValues(map[string]any{"authentication": "tokenSecret", "tlsConfig": map[string]any{"insecureSkipVerify": true}}, nil)); err == nil || !strings.Contains(err.Error(), "tokenSecret.name") {
+		t.Errorf("tokenSecret without a Secret name: got %v, want an error naming metrics.serviceMonitor.tokenSecret.name", err)
+	}
+	if _, err := render(t, metricsValues(map[string]any{"authentication": "prometheusToken"}, nil)); err == nil {
+		t.Error("the bearerTokenFile mode prometheusToken is still accepted")
 	}
 }
 

@@ -48,8 +48,8 @@ func TestBundlePassesOperatorFrameworkValidators(t *testing.T) {
 	if b.CSV == nil || len(b.V1CRDs) != 3 {
 		t.Fatalf("the bundle must hold the CSV and the three CRDs, got CSV=%v CRDs=%d", b.CSV != nil, len(b.V1CRDs))
 	}
-	if b.DefaultChannel != "stable" || strings.Join(b.Channels, ",") != "candidate,stable" {
-		t.Errorf("channels from metadata/annotations.yaml: %v default %q, want candidate,stable default stable", b.Channels, b.DefaultChannel)
+	if b.DefaultChannel != "stable-v0" || strings.Join(b.Channels, ",") != "candidate-v0,stable-v0" {
+		t.Errorf("channels from metadata/annotations.yaml: %v default %q, want candidate-v0,stable-v0 default stable-v0 (the channels of catalog/template.yaml)", b.Channels, b.DefaultChannel)
 	}
 	objs := append(b.ObjectsToValidate(), map[string]string{"k8s-version": "1.37"})
 	suites := map[string]validator.Validator{

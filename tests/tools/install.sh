@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/bin}
 k8s_version=v1.37.2
 kwok_version=v0.8.0
-metrics_server_version=v0.9.0
+metrics_server_version=v0.8.0
 etcd_version=v3.7.0
 cache_root=${CELLD_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/celld-operator/tools}
 

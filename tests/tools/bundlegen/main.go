@@ -1,7 +1,7 @@
 // Command bundlegen writes the OLM registry+v1 bundle of celld-operator from config/:
 //
-//	go run ./tests/tools/bundlegen --version 0.2.0 --replaces 0.1.0 --channels candidate,stable \
-//	    --default-channel stable --image REGISTRY/PATH:TAG [--image-digest sha256:...] \
+//	go run ./tests/tools/bundlegen --version 0.2.0 --replaces 0.1.0 --channels candidate-v0,stable-v0 \
+//	    --default-channel stable-v0 --image REGISTRY/PATH:TAG [--image-digest sha256:...] \
 //	    --created-at 2026-12-01T00:00:00Z --out bundle
 //
 // It writes OUT/manifests (CSV, CRDs, metrics Service), OUT/metadata/annotations.yaml,
@@ -32,8 +32,8 @@ func run(args []string) error {
 	var channels, out, dockerfile string
 	fs.StringVar(&o.ConfigDir, "config", "config", "kustomize root holding manifests/, rbac/, manager/, crd/, samples/ and scorecard/")
 	fs.StringVar(&o.Version, "version", "", "bundle version (semver, required)")
-	fs.StringVar(&channels, "channels", "candidate,stable", "comma-separated channels")
-	fs.StringVar(&o.DefaultChannel, "default-channel", "stable", "default channel, one of --channels (empty to omit)")
+	fs.StringVar(&channels, "channels", "candidate-v0,stable-v0", "comma-separated channels (those catalog/template.yaml, opm's olm.semver, gives the version)")
+	fs.StringVar(&o.DefaultChannel, "default-channel", "stable-v0", "default channel, one of --channels (empty to omit)")
 	fs.StringVar(&o.Image, "image", "", "operator image, fully qualified: REGISTRY/PATH:TAG or REGISTRY/PATH@sha256:DIGEST (required)")
 	fs.StringVar(&o.ImageDigest, "image-digest", "", "sha256:DIGEST pinning --image; the CSV then names the image by digest and declares the disconnected feature")
 	fs.StringVar(&o.CreatedAt, "created-at", "", "the CSV's createdAt, RFC 3339: the release date, not the wall clock (required)")

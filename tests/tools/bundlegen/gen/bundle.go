@@ -47,6 +47,11 @@ func Render(o Options) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	project, err := ReadProject(filepath.Join(o.ConfigDir, "..", "PROJECT"))
+	if err != nil {
+		return nil, fmt.Errorf("the operator-sdk PROJECT file beside %s: %w", o.ConfigDir, err)
+	}
+	o.ProjectLayout = project.Layout[0]
 	b := &Bundle{Files: map[string][]byte{}}
 	minKube, _, _ := unstructured.NestedString(in.csv.Object, "spec", "minKubeVersion")
 	if minKube == "" {

@@ -29,6 +29,9 @@ func buildCSV(o Options, in *inputs) (map[string]any, error) {
 	ann["containerImage"] = o.Image
 	ann["createdAt"] = o.CreatedAt
 	ann["olm.skipRange"] = o.SkipRange()
+	// What operator-sdk's generate bundle writes from the PROJECT file.
+	ann[CSVBuilderAnnotation] = Builder
+	ann[CSVProjectLayoutAnnotation] = o.ProjectLayout
 	// Disconnected (mirrored) installs copy images by digest: the feature is declared only when
 	// the operator image is pinned by one. The fleets' runtime image is not the bundle's: the
 	// API requires it by digest in every CelldFleet.

@@ -16,9 +16,10 @@ const PackageName = "celld-operator"
 // image; the generator replaces it with Options.ScorecardImage.
 const scorecardImagePlaceholder = "scorecard-test"
 
-// DefaultScorecardImage has no registry host on purpose: set --scorecard-image (Makefile
-// SCORECARD_IMAGE) to the scorecard-test image of your operator-sdk version.
-const DefaultScorecardImage = "images.example.invalid/operator-framework/scorecard-test:v1.42.3"
+// DefaultScorecardImage is the operator-sdk scorecard-test image as the project mirrors it
+// under its registry (make images --mirror); set --scorecard-image (Makefile SCORECARD_IMAGE)
+// for another registry or operator-sdk version.
+const DefaultScorecardImage = "ghcr.io/celld/scorecard-test:" + OperatorSDKVersion
 
 // Options are everything a release decides; config/ decides the rest.
 type Options struct {
@@ -48,6 +49,9 @@ type Options struct {
 	// ContextBundleDir is the bundle directory as bundle.Dockerfile's COPY lines see it from
 	// the build context (the repository root), normally "bundle".
 	ContextBundleDir string
+	// ProjectLayout is the operator-sdk layout of the PROJECT file beside ConfigDir; Render
+	// reads it.
+	ProjectLayout string
 }
 
 var channelName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
@@ -161,6 +165,13 @@ func (o Options) Annotations(openShiftVersions string) []Annotation {
 	}
 	if o.DefaultChannel != "" {
 		a = append(a, Annotation{"operators.operatorframework.io.bundle.channel.default.v1", o.DefaultChannel})
+	}
+	if o.ProjectLayout != "" {
+		a = append(a,
+			Annotation{MetricsBuilder, Builder},
+			Annotation{MetricsMediaType, "metrics+v1"},
+			Annotation{MetricsProjectLayout, o.ProjectLayout},
+		)
 	}
 	a = append(a,
 		Annotation{"operators.operatorframework.io.test.mediatype.v1", "scorecard+v1"},

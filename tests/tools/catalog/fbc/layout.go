@@ -13,23 +13,24 @@ import (
 	"github.com/celld/celld-operator/tests/tools/bundlegen/gen"
 )
 
-// LayoutDirs are the directories of a bundle in the OperatorHub layout
-// (<package>/<version>/manifests and <package>/<version>/metadata).
-var LayoutDirs = []string{"manifests", "metadata"}
+// LayoutDirs are the directories of a bundle in the OperatorHub layout:
+// <package>/<version>/manifests, .../metadata and .../tests (the scorecard configuration the
+// bundle's operators.operatorframework.io.test.config.v1 annotation points to).
+var LayoutDirs = []string{"manifests", "metadata", "tests"}
 
 // SyncRelease copies the release bundle (make bundle's output, normally bundle/) into the
-// OperatorHub layout as <bundleRoot>/<version>, replacing its manifests/ and metadata/, and
-// returns the version. The template must already list the version.
-func SyncRelease(root string, t *Template, releaseDir string) (string, error) {
+// OperatorHub layout as <bundleRoot>/<version>, replacing its manifests/, metadata/ and tests/,
+// and returns the version. The template must already list the version.
+func SyncRelease(root string, t *Template, bundleRoot, releaseDir string) (string, error) {
 	b, err := ReadBundleDirUnchecked(releaseDir)
 	if err != nil {
 		return "", err
 	}
 	version := b.Version.String()
 	if len(t.ChannelsOf(version)) == 0 {
-		return "", fmt.Errorf("the release bundle in %s is version %s, which the template lists in no channel; add it to the template", releaseDir, version)
+		return "", fmt.Errorf("the release bundle in %s is version %s, which the template lists in no archetype; add its image to the template", releaseDir, version)
 	}
-	dest := filepath.Join(root, t.BundleRoot, version)
+	dest := filepath.Join(root, bundleRoot, version)
 	for _, d := range LayoutDirs {
 		if err := os.RemoveAll(filepath.Join(dest, d)); err != nil {
 			return "", err

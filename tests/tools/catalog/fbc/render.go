@@ -123,21 +123,29 @@ func ListBundleDirs(root string) ([]string, error) {
 	return out, nil
 }
 
-// Render builds the catalog from the template and the bundles under root/BundleRoot. Each bundle
-// image is bundleRepo:<version>. Every version directory must be in the template and every
-// template version must have a directory; each bundle's annotated channels must be the
-// channels the template puts it in, and each CSV's replaces must be the version before it in
-// every channel that lists it, so the CSVs (what OperatorHub's semver mode and a classic
-// bundle install read) and the catalog describe one graph.
-func Render(root string, t *Template, bundleRepo string) (*Catalog, error) {
+// Render builds the catalog from the olm.semver template and the bundles of the OperatorHub
+// layout under root/bundleRoot, as `opm alpha render-template semver` builds it from the bundle
+// images: the same channels (one per archetype and major or minor version), the same edges (in
+// a major version, the newest bundle of each minor version replaces the newest of the minor
+// before it and skips every older bundle), the same default channel (the most stable archetype,
+// then the highest version) and, per bundle, the properties and related images `opm render`
+// gives. Each bundle image is bundleRepo:<version> (empty: the template's repository).
+//
+// It adds what opm leaves out or cannot see: the package's description and icon, from the CSV
+// of the default channel's head; and this project's consistency rules. Every version directory
+// must be in the template and every template version must have a directory; each bundle's
+// annotated channels and default channel must be the ones the catalog gives it; and a CSV's
+// spec.replaces must be the edge the catalog draws for it, so the CSVs (what OperatorHub's
+// semver mode and `operator-sdk run bundle` read) and the catalog describe one graph.
+func Render(root string, t *Template, bundleRoot, bundleRepo string) (*Catalog, error) {
 	if bundleRepo == "" {
-		return nil, fmt.Errorf("the bundle image repository is required")
+		bundleRepo = t.Repository()
 	}
 	if _, err := gen.ParseImage(bundleRepo + ":0"); err != nil {
 		return nil, fmt.Errorf("bundle repository: %w", err)
 	}
-	bundleRoot := filepath.Join(root, t.BundleRoot)
-	dirs, err := ListBundleDirs(bundleRoot)
+	dir := filepath.Join(root, bundleRoot)
+	dirs, err := ListBundleDirs(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -148,74 +156,185 @@ func Render(root string, t *Template, bundleRepo string) (*Catalog, error) {
 	bundles := map[string]*BundleDir{}
 	for _, v := range dirs {
 		if !listed[v] {
-			return nil, fmt.Errorf("%s/%s is in no channel of the template; add it to the template or remove the directory", t.BundleRoot, v)
+			return nil, fmt.Errorf("%s/%s is in no archetype of the template; add its image to the template or remove the directory", bundleRoot, v)
 		}
-		b, err := ReadBundleDir(filepath.Join(bundleRoot, v))
+		b, err := ReadBundleDir(filepath.Join(dir, v))
 		if err != nil {
 			return nil, err
 		}
 		bundles[v] = b
 	}
+	pkg := ""
 	for _, v := range t.Versions() {
-		if bundles[v] == nil {
-			return nil, fmt.Errorf("the template lists %s, but %s/%s does not exist", v, t.BundleRoot, v)
+		b := bundles[v]
+		if b == nil {
+			return nil, fmt.Errorf("the template lists %s, but %s/%s does not exist", v, bundleRoot, v)
 		}
+		p := b.Annotations[annotationPackage]
+		if pkg != "" && p != pkg {
+			return nil, fmt.Errorf("%s/%s: annotations.yaml names package %q, the other bundles %q", bundleRoot, v, p, pkg)
+		}
+		pkg = p
+	}
+	if pkg == "" {
+		return nil, fmt.Errorf("the bundles name no package (%s)", annotationPackage)
 	}
 
 	cat := &Catalog{}
+	channels, defaultChannel := semverChannels(t, pkg)
+	entryOf := map[string]map[string]*ChannelEntry{} // channel -> bundle name -> entry
+	for i := range channels {
+		entryOf[channels[i].Name] = map[string]*ChannelEntry{}
+		for j := range channels[i].Entries {
+			entryOf[channels[i].Name][channels[i].Entries[j].Name] = &channels[i].Entries[j]
+		}
+	}
 	for _, v := range t.Versions() {
 		b := bundles[v]
-		where := filepath.Join(t.BundleRoot, v)
-		if want := BundleName(t.Package, v); b.CSV.Name != want {
+		where := filepath.Join(bundleRoot, v)
+		if want := BundleName(pkg, v); b.CSV.Name != want {
 			return nil, fmt.Errorf("%s: the CSV is named %q, want %q", where, b.CSV.Name, want)
-		}
-		if p := b.Annotations[annotationPackage]; p != t.Package {
-			return nil, fmt.Errorf("%s: annotations.yaml names package %q, the template %q", where, p, t.Package)
 		}
 		annotated := strings.Split(b.Annotations[annotationChannels], ",")
 		sort.Strings(annotated)
 		if got, want := strings.Join(annotated, ","), strings.Join(t.ChannelsOf(v), ","); got != want {
 			return nil, fmt.Errorf("%s: annotations.yaml puts the bundle in channels %s, the template in %s", where, got, want)
 		}
-		if d := b.Annotations[annotationDefaultChannel]; d != "" && d != t.DefaultChannel {
-			return nil, fmt.Errorf("%s: annotations.yaml names default channel %s, the template %s", where, d, t.DefaultChannel)
+		if d := b.Annotations[annotationDefaultChannel]; d != "" && d != defaultChannel {
+			return nil, fmt.Errorf("%s: annotations.yaml names default channel %s, the template's is %s", where, d, defaultChannel)
 		}
-		bundle, err := renderBundle(t.Package, b, bundleRepo+":"+v)
+		for _, ch := range t.ChannelsOf(v) {
+			e := entryOf[ch][b.CSV.Name]
+			if e.Replaces == "" && len(e.Skips) == 0 {
+				continue // opm draws edges only to the newest bundle of each minor version
+			}
+			if b.CSV.Spec.Replaces != e.Replaces {
+				return nil, fmt.Errorf("%s: the CSV replaces %q, but in channel %s the bundle it upgrades from is %q; regenerate the bundle with --replaces or change the template",
+					where, b.CSV.Spec.Replaces, ch, e.Replaces)
+			}
+		}
+		bundle, err := renderBundle(pkg, b, bundleRepo+":"+v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		cat.Bundles = append(cat.Bundles, bundle)
 	}
+	cat.Channels = channels
 
-	channels := t.Channels()
-	for _, name := range []string{ChannelCandidate, ChannelStable} {
-		list := channels[name]
-		if len(list) == 0 {
-			continue
-		}
-		ch := Channel{Schema: SchemaChannel, Name: name, Package: t.Package}
-		for i, tb := range list {
-			b := bundles[tb.Version]
-			e := ChannelEntry{Name: b.CSV.Name, Skips: b.CSV.Spec.Skips, SkipRange: b.CSV.Annotations["olm.skipRange"]}
-			if i > 0 {
-				e.Replaces = bundles[list[i-1].Version].CSV.Name
+	var newest *BundleDir
+	for _, ch := range channels {
+		if ch.Name == defaultChannel {
+			head, err := Head(ch)
+			if err != nil {
+				return nil, err
 			}
-			if b.CSV.Spec.Replaces != e.Replaces {
-				return nil, fmt.Errorf("%s/%s: the CSV replaces %q, but in channel %s the bundle before it is %q; regenerate the bundle with --replaces or change the template",
-					t.BundleRoot, tb.Version, b.CSV.Spec.Replaces, name, e.Replaces)
-			}
-			ch.Entries = append(ch.Entries, e)
+			newest = bundles[strings.TrimPrefix(head, pkg+".v")]
 		}
-		cat.Channels = append(cat.Channels, ch)
 	}
-
-	newest := bundles[channels[t.DefaultChannel][len(channels[t.DefaultChannel])-1].Version].CSV
-	pkg := Package{Schema: SchemaPackage, Name: t.Package, DefaultChannel: t.DefaultChannel, Description: newest.Spec.Description}
-	if len(newest.Spec.Icon) > 0 {
-		pkg.Icon = &Icon{Data: newest.Spec.Icon[0].Data, MediaType: newest.Spec.Icon[0].MediaType}
+	p := Package{Schema: SchemaPackage, Name: pkg, DefaultChannel: defaultChannel}
+	if newest != nil {
+		p.Description = newest.CSV.Spec.Description
+		if len(newest.CSV.Spec.Icon) > 0 {
+			p.Icon = &Icon{Data: newest.CSV.Spec.Icon[0].Data, MediaType: newest.CSV.Spec.Icon[0].MediaType}
+		}
 	}
-	cat.Packages = []Package{pkg}
+	cat.Packages = []Package{p}
 	return cat, nil
+}
+
+// semverChannels generates the channels of an olm.semver template with opm's rules and returns
+// them with the default channel.
+//
+// Channels: for every archetype and every generated kind, one channel per major version
+// (<archetype>-v<X>) or minor version (<archetype>-v<X>.<Y>) holding the archetype's bundles of
+// that version, oldest first.
+//
+// Edges: within one archetype, kind and major version, bundles are walked in version order; the
+// newest bundle of each minor version replaces the newest bundle of the minor version before it
+// (none for the first) and skips every other bundle before it. Older bundles of a minor version
+// get no edge. Nothing crosses a major version, an archetype or a kind.
+//
+// Default channel: of the channels, compared when each is created (by its oldest bundle), the
+// one of the most stable archetype, then of the highest version, then of the preferred kind.
+func semverChannels(t *Template, pkg string) ([]Channel, string) {
+	var channels []Channel
+	index := map[string]int{}
+	type mark struct {
+		arch, kind, name string
+		version          semver.Version
+		set              bool
+	}
+	rank := map[string]int{ArchetypeCandidate: 0, ArchetypeFast: 1, ArchetypeStable: 2}
+	kindRank := map[string]int{StreamMajor: 1, StreamMinor: 2}
+	better := func(a, b mark) bool {
+		if !b.set {
+			return true
+		}
+		if rank[a.arch] != rank[b.arch] {
+			return rank[a.arch] > rank[b.arch]
+		}
+		if !a.version.EQ(b.version) {
+			return a.version.GT(b.version)
+		}
+		if a.kind != b.kind {
+			if a.kind == t.DefaultChannelTypePreference {
+				return true
+			}
+			if b.kind == t.DefaultChannelTypePreference {
+				return false
+			}
+			return kindRank[a.kind] > kindRank[b.kind]
+		}
+		return false
+	}
+	var best mark
+	for _, arch := range Archetypes {
+		versions := t.ArchetypeVersions(arch)
+		for _, kind := range t.Kinds() {
+			for _, v := range versions {
+				name := ChannelName(arch, kind, v)
+				i, ok := index[name]
+				if !ok {
+					i = len(channels)
+					index[name] = i
+					channels = append(channels, Channel{Schema: SchemaChannel, Name: name, Package: pkg})
+					if m := (mark{arch: arch, kind: kind, name: name, version: v, set: true}); better(m, best) {
+						best = m
+					}
+				}
+				channels[i].Entries = append(channels[i].Entries, ChannelEntry{Name: BundleName(pkg, v.String())})
+			}
+			// Edges, per major version.
+			var before []string
+			prevHead := ""
+			for i, v := range versions {
+				if i > 0 && versions[i-1].Major != v.Major {
+					before, prevHead = nil, ""
+				}
+				name := BundleName(pkg, v.String())
+				last := i == len(versions)-1 || versions[i+1].Major != v.Major || versions[i+1].Minor != v.Minor
+				if last {
+					ch := &channels[index[ChannelName(arch, kind, v)]]
+					for j := range ch.Entries {
+						if ch.Entries[j].Name != name {
+							continue
+						}
+						ch.Entries[j].Replaces = prevHead
+						for _, s := range before {
+							if s != prevHead {
+								ch.Entries[j].Skips = append(ch.Entries[j].Skips, s)
+							}
+						}
+						sort.Strings(ch.Entries[j].Skips)
+					}
+					prevHead = name
+				}
+				before = append(before, name)
+			}
+		}
+	}
+	sort.Slice(channels, func(i, j int) bool { return channels[i].Name < channels[j].Name })
+	return channels, best.name
 }
 
 // csvMetadata is the value of olm.csv.metadata: the CSV fields OLM and catalog clients show

@@ -7,44 +7,63 @@ import (
 
 	"github.com/blang/semver/v4"
 	"sigs.k8s.io/yaml"
+
+	"github.com/celld/celld-operator/tests/tools/bundlegen/gen"
 )
 
-// TemplateSchema names the template format below.
-const TemplateSchema = "celld.semver-template"
+// TemplateSchema is opm's semver catalog template (`opm alpha render-template semver`).
+const TemplateSchema = "olm.semver"
 
-// The channels of the template, in promotion order: a release enters candidate first and is
-// promoted to stable.
+// The channel archetypes of an olm.semver template, least stable first. A release enters
+// candidate first and is promoted to fast or stable.
 const (
-	ChannelCandidate = "candidate"
-	ChannelStable    = "stable"
+	ArchetypeCandidate = "candidate"
+	ArchetypeFast      = "fast"
+	ArchetypeStable    = "stable"
 )
 
-// Template is the semver-style catalog template (catalog/template.yaml). Like opm's olm.semver
-// template it lists bundles per channel archetype and leaves the edges to the renderer: in each
-// channel, ordered by version, every bundle replaces the one before it and keeps the skipRange
-// its CSV declares. Bundles are named by version and read from the OperatorHub layout
-// (BundleRoot/<version>/manifests|metadata) instead of being pulled as images, and the catalog's
-// bundle images are BUNDLE_REPO:<version>.
+// Archetypes lists the archetypes in increasing stability, the order opm ranks them in when it
+// picks the default channel.
+var Archetypes = []string{ArchetypeCandidate, ArchetypeFast, ArchetypeStable}
+
+// The kinds of channel an olm.semver template generates: one per major version
+// (stable-v0) or one per minor version (stable-v0.2).
+const (
+	StreamMajor = "major"
+	StreamMinor = "minor"
+)
+
+// Template is catalog/template.yaml, opm's olm.semver schema and nothing else, so that
+// `opm alpha render-template semver catalog/template.yaml` reads it as this renderer does.
+// Each archetype lists bundle images; opm decides the channels (one per archetype and major or
+// minor version) and every edge from the bundle versions.
+//
+// opm pulls each bundle image to learn its version; this renderer reads the bundle from the
+// OperatorHub layout instead (<bundleRoot>/<tag>/), so it requires what opm does not: every
+// image is <repository>:<version>, all in one repository.
 type Template struct {
-	Schema         string          `json:"schema"`
-	Package        string          `json:"package"`
-	DefaultChannel string          `json:"defaultChannel"`
-	BundleRoot     string          `json:"bundleRoot"`
-	Candidate      TemplateChannel `json:"candidate"`
-	Stable         TemplateChannel `json:"stable"`
+	Schema                       string          `json:"schema"`
+	GenerateMajorChannels        bool            `json:"generateMajorChannels,omitempty"`
+	GenerateMinorChannels        bool            `json:"generateMinorChannels,omitempty"`
+	DefaultChannelTypePreference string          `json:"defaultChannelTypePreference,omitempty"`
+	Candidate                    TemplateChannel `json:"candidate,omitempty"`
+	Fast                         TemplateChannel `json:"fast,omitempty"`
+	Stable                       TemplateChannel `json:"stable,omitempty"`
 }
 
-// TemplateChannel lists the bundles of one channel.
+// TemplateChannel lists the bundle images of one archetype.
 type TemplateChannel struct {
-	Bundles []TemplateBundle `json:"bundles"`
+	Bundles []TemplateBundle `json:"bundles,omitempty"`
 }
 
-// TemplateBundle names one bundle by its version.
+// TemplateBundle names one bundle by its image.
 type TemplateBundle struct {
-	Version string `json:"version"`
+	Image string `json:"image,omitempty"`
 }
 
-// ReadTemplate reads and checks a template file.
+// ReadTemplate reads and checks a template file. opm's defaults are applied: with neither
+// generate flag set, minor channels are generated, and the default-channel preference follows
+// the generated kind.
 func ReadTemplate(path string) (*Template, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -60,74 +79,124 @@ func ReadTemplate(path string) (*Template, error) {
 	return &t, nil
 }
 
+// Archetype returns the bundles of one archetype.
+func (t *Template) Archetype(name string) []TemplateBundle {
+	switch name {
+	case ArchetypeCandidate:
+		return t.Candidate.Bundles
+	case ArchetypeFast:
+		return t.Fast.Bundles
+	case ArchetypeStable:
+		return t.Stable.Bundles
+	}
+	return nil
+}
+
 func (t *Template) check() error {
-	switch {
-	case t.Schema != TemplateSchema:
+	if t.Schema != TemplateSchema {
 		return fmt.Errorf("schema is %q, want %s", t.Schema, TemplateSchema)
-	case t.Package == "":
-		return fmt.Errorf("package is required")
-	case t.BundleRoot == "":
-		return fmt.Errorf("bundleRoot is required (the OperatorHub directory <package>/ holding <version>/manifests and <version>/metadata)")
-	case t.DefaultChannel != ChannelCandidate && t.DefaultChannel != ChannelStable:
-		return fmt.Errorf("defaultChannel %q is neither %s nor %s", t.DefaultChannel, ChannelCandidate, ChannelStable)
 	}
-	raw := map[string][]TemplateBundle{ChannelCandidate: t.Candidate.Bundles, ChannelStable: t.Stable.Bundles}
-	if len(raw[t.DefaultChannel]) == 0 {
-		return fmt.Errorf("the default channel %s lists no bundle", t.DefaultChannel)
+	// opm's defaults.
+	if !t.GenerateMajorChannels && !t.GenerateMinorChannels {
+		t.GenerateMinorChannels = true
 	}
-	for _, name := range []string{ChannelCandidate, ChannelStable} {
+	switch t.DefaultChannelTypePreference {
+	case "":
+		if t.GenerateMinorChannels {
+			t.DefaultChannelTypePreference = StreamMinor
+		} else {
+			t.DefaultChannelTypePreference = StreamMajor
+		}
+	case StreamMinor:
+		if !t.GenerateMinorChannels {
+			return fmt.Errorf("defaultChannelTypePreference is minor, but the template generates no minor-version channels")
+		}
+	case StreamMajor:
+		if !t.GenerateMajorChannels {
+			return fmt.Errorf("defaultChannelTypePreference is major, but the template generates no major-version channels")
+		}
+	default:
+		return fmt.Errorf("defaultChannelTypePreference %q is neither major nor minor", t.DefaultChannelTypePreference)
+	}
+	total := 0
+	repo := ""
+	for _, arch := range Archetypes {
 		seen := map[string]bool{}
-		for _, b := range raw[name] {
-			v, err := semver.Parse(b.Version)
+		for _, b := range t.Archetype(arch) {
+			total++
+			r, v, err := SplitBundleImage(b.Image)
 			if err != nil {
-				return fmt.Errorf("%s: version %q is not a semantic version: %w", name, b.Version, err)
+				return fmt.Errorf("%s: %w", arch, err)
 			}
-			if v.String() != b.Version {
-				return fmt.Errorf("%s: write version %q as %q", name, b.Version, v.String())
+			if repo != "" && r != repo {
+				return fmt.Errorf("%s: bundle images in two repositories, %s and %s; keep every bundle in one", arch, repo, r)
 			}
-			if seen[b.Version] {
-				return fmt.Errorf("%s lists %s twice", name, b.Version)
+			repo = r
+			if seen[v] {
+				return fmt.Errorf("%s lists %s twice", arch, b.Image)
 			}
-			seen[b.Version] = true
+			seen[v] = true
 		}
 	}
+	if total == 0 {
+		return fmt.Errorf("no archetype lists a bundle")
+	}
+	// This project's promotion rule (not opm's): a release reaches fast or stable only after
+	// candidate.
 	inCandidate := map[string]bool{}
 	for _, b := range t.Candidate.Bundles {
-		inCandidate[b.Version] = true
+		inCandidate[b.Image] = true
 	}
-	for _, b := range t.Stable.Bundles {
-		if !inCandidate[b.Version] {
-			return fmt.Errorf("stable lists %s, which candidate does not: a release reaches stable through candidate", b.Version)
+	for _, arch := range []string{ArchetypeFast, ArchetypeStable} {
+		for _, b := range t.Archetype(arch) {
+			if !inCandidate[b.Image] {
+				return fmt.Errorf("%s lists %s, which candidate does not: a release reaches %s through candidate", arch, b.Image, arch)
+			}
 		}
 	}
 	return nil
 }
 
-// Channels returns each non-empty channel's versions, oldest first.
-func (t *Template) Channels() map[string][]TemplateBundle {
-	out := map[string][]TemplateBundle{}
-	for name, ch := range map[string]TemplateChannel{ChannelCandidate: t.Candidate, ChannelStable: t.Stable} {
-		if len(ch.Bundles) == 0 {
-			continue
-		}
-		list := append([]TemplateBundle(nil), ch.Bundles...)
-		sort.SliceStable(list, func(i, j int) bool {
-			return semver.MustParse(list[i].Version).LT(semver.MustParse(list[j].Version))
-		})
-		out[name] = list
+// SplitBundleImage splits a template image, <repository>:<version>, and checks both parts.
+func SplitBundleImage(image string) (repository, version string, err error) {
+	ref, err := gen.ParseImage(image)
+	if err != nil {
+		return "", "", err
 	}
-	return out
+	if ref.Digest != "" || ref.Tag == "" {
+		return "", "", fmt.Errorf("bundle image %q must be tagged with its version (<repository>:<version>), not pinned by digest: the renderer reads the bundle of that version from the OperatorHub layout", image)
+	}
+	v, err := semver.Parse(ref.Tag)
+	if err != nil {
+		return "", "", fmt.Errorf("bundle image %q: tag %q is not a semantic version: %w", image, ref.Tag, err)
+	}
+	if v.String() != ref.Tag {
+		return "", "", fmt.Errorf("bundle image %q: write the tag %q as %q", image, ref.Tag, v.String())
+	}
+	return ref.Repository, ref.Tag, nil
+}
+
+// Repository is the one repository of the template's bundle images.
+func (t *Template) Repository() string {
+	for _, arch := range Archetypes {
+		for _, b := range t.Archetype(arch) {
+			r, _, _ := SplitBundleImage(b.Image)
+			return r
+		}
+	}
+	return ""
 }
 
 // Versions returns every version the template lists, oldest first.
 func (t *Template) Versions() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, list := range t.Channels() {
-		for _, b := range list {
-			if !seen[b.Version] {
-				seen[b.Version] = true
-				out = append(out, b.Version)
+	for _, arch := range Archetypes {
+		for _, b := range t.Archetype(arch) {
+			_, v, _ := SplitBundleImage(b.Image)
+			if !seen[v] {
+				seen[v] = true
+				out = append(out, v)
 			}
 		}
 	}
@@ -135,13 +204,50 @@ func (t *Template) Versions() []string {
 	return out
 }
 
-// ChannelsOf returns the channels listing a version, sorted.
-func (t *Template) ChannelsOf(version string) []string {
+// ArchetypeVersions returns the versions one archetype lists, oldest first.
+func (t *Template) ArchetypeVersions(arch string) []semver.Version {
+	var out []semver.Version
+	for _, b := range t.Archetype(arch) {
+		_, v, _ := SplitBundleImage(b.Image)
+		out = append(out, semver.MustParse(v))
+	}
+	semver.Sort(out)
+	return out
+}
+
+// ChannelName is the name opm gives the channel of an archetype holding version v.
+func ChannelName(arch, kind string, v semver.Version) string {
+	if kind == StreamMajor {
+		return fmt.Sprintf("%s-v%d", arch, v.Major)
+	}
+	return fmt.Sprintf("%s-v%d.%d", arch, v.Major, v.Minor)
+}
+
+// Kinds returns the kinds of channel the template generates, major first.
+func (t *Template) Kinds() []string {
 	var out []string
-	for name, list := range t.Channels() {
-		for _, b := range list {
-			if b.Version == version {
-				out = append(out, name)
+	if t.GenerateMajorChannels {
+		out = append(out, StreamMajor)
+	}
+	if t.GenerateMinorChannels {
+		out = append(out, StreamMinor)
+	}
+	return out
+}
+
+// ChannelsOf returns the channels the template puts a version in, sorted.
+func (t *Template) ChannelsOf(version string) []string {
+	v, err := semver.Parse(version)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, arch := range Archetypes {
+		for _, av := range t.ArchetypeVersions(arch) {
+			if av.EQ(v) {
+				for _, kind := range t.Kinds() {
+					out = append(out, ChannelName(arch, kind, v))
+				}
 			}
 		}
 	}

@@ -1,8 +1,8 @@
 // Package fbc writes and checks the File-Based Catalog of celld-operator without opm: small
 // types for the three schemas a catalog of one package needs (olm.package, olm.channel,
-// olm.bundle), a renderer from a semver-style template and the OperatorHub bundle directories,
-// and a validator for the rules `opm validate` enforces plus the upgrade-graph rules this
-// project adds (connected, head is the newest).
+// olm.bundle), a renderer of opm's olm.semver template that reads the bundles from the
+// OperatorHub directories instead of pulling their images, and a validator for the rules
+// `opm validate` enforces plus the upgrade-graph rules this project adds (Rules lists both).
 package fbc
 
 import (
@@ -159,7 +159,7 @@ func (c *Catalog) add(raw []byte) error {
 		}
 		var head map[string]any
 		if err := yaml.Unmarshal(doc, &head); err != nil {
-			return fmt.Errorf("document %d: %w", i, err)
+			return fmt.Errorf("[%s] document %d: %w", RuleSchema.ID, i, err)
 		}
 		if len(head) == 0 {
 			continue
@@ -168,7 +168,7 @@ func (c *Catalog) add(raw []byte) error {
 		var target any
 		switch schema {
 		case "":
-			return fmt.Errorf("document %d has no schema", i)
+			return fmt.Errorf("[%s] document %d has no schema", RuleSchema.ID, i)
 		case SchemaPackage:
 			c.Packages = append(c.Packages, Package{})
 			target = &c.Packages[len(c.Packages)-1]
@@ -179,10 +179,10 @@ func (c *Catalog) add(raw []byte) error {
 			c.Bundles = append(c.Bundles, Bundle{})
 			target = &c.Bundles[len(c.Bundles)-1]
 		default:
-			return fmt.Errorf("document %d has schema %q; this catalog holds only %s, %s and %s", i, schema, SchemaPackage, SchemaChannel, SchemaBundle)
+			return fmt.Errorf("[%s] document %d has schema %q; this catalog holds only %s, %s and %s", RuleSchema.ID, i, schema, SchemaPackage, SchemaChannel, SchemaBundle)
 		}
 		if err := yaml.UnmarshalStrict(doc, target); err != nil {
-			return fmt.Errorf("document %d (%s): %w", i, schema, err)
+			return fmt.Errorf("[%s] document %d (%s): %w", RuleSchema.ID, i, schema, err)
 		}
 	}
 }

@@ -9,28 +9,11 @@ import (
 	"github.com/blang/semver/v4"
 )
 
-// Validate checks a catalog and returns every problem found. It enforces what `opm validate`
-// does when it converts a catalog to its model (operator-registry alpha/declcfg and
-// alpha/model):
-//
-//   - every blob has a name and belongs to a package present in the catalog; names are unique;
-//   - the package's default channel is set and is one of its channels;
-//   - every channel has entries, no entry twice, and every entry names a bundle of the catalog;
-//   - every bundle is in at least one channel and has exactly one olm.package property, for its
-//     own package, with a semantic version; versions are unique; every bundle has an image;
-//   - each channel has exactly one head (an entry nothing replaces or skips), the replaces chain
-//     from the head has no cycle, and every entry is on that chain or skipped (no stranded
-//     bundle); skips are not empty;
-//
-// and adds the rules this project holds its graph to:
-//
-//   - bundles are named <package>.v<version> and property values decode strictly (olm.gvk with
-//     group, kind and version);
-//   - every skipRange parses as a semver range; every edge (replaces, skips, skipRange) leads
-//     from a version to an older one;
-//   - the graph is connected: every entry reaches the head through replaces, skips or
-//     skipRange edges, so an install of any version in the channel can upgrade to the head;
-//   - the head is the newest version of its channel.
+// Validate checks a catalog and returns every problem found, each prefixed with the ID of the
+// rule it breaks (Rules lists them). The opm rules are what `opm validate` enforces when it
+// loads a catalog (operator-registry alpha/declcfg), converts it to its model
+// (alpha/declcfg ConvertToModel) and validates that (alpha/model Validate); the celld rules are
+// the upgrade-graph rules this project adds.
 func Validate(c *Catalog) []error {
 	v := &validator{}
 	v.run(c)
@@ -39,8 +22,8 @@ func Validate(c *Catalog) []error {
 
 type validator struct{ errs []error }
 
-func (v *validator) errorf(format string, args ...any) {
-	v.errs = append(v.errs, fmt.Errorf(format, args...))
+func (v *validator) errorf(rule Rule, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("[%s] %s", rule.ID, fmt.Sprintf(format, args...)))
 }
 
 // bundleInfo is what the graph checks need of a bundle.
@@ -55,17 +38,17 @@ func (v *validator) run(c *Catalog) {
 	for _, p := range c.Packages {
 		switch {
 		case p.Schema != SchemaPackage:
-			v.errorf("package %q has schema %q, want %s", p.Name, p.Schema, SchemaPackage)
+			v.errorf(RuleSchema, "package %q has schema %q, want %s", p.Name, p.Schema, SchemaPackage)
 		case p.Name == "":
-			v.errorf("a package has no name")
+			v.errorf(RulePackage, "a package has no name")
 		}
 		if _, dup := pkgs[p.Name]; dup {
-			v.errorf("package %q is declared twice", p.Name)
+			v.errorf(RulePackage, "package %q is declared twice", p.Name)
 		}
 		pkgs[p.Name] = p
 	}
 	if len(pkgs) == 0 {
-		v.errorf("the catalog declares no %s", SchemaPackage)
+		v.errorf(RulePackage, "the catalog declares no %s", SchemaPackage)
 	}
 
 	bundles := map[string]map[string]*bundleInfo{} // package -> name -> bundle
@@ -77,14 +60,14 @@ func (v *validator) run(c *Catalog) {
 	inChannel := map[string]map[string]bool{}   // package -> bundle name -> in some channel
 	for _, ch := range c.Channels {
 		if ch.Schema != SchemaChannel {
-			v.errorf("channel %q has schema %q, want %s", ch.Name, ch.Schema, SchemaChannel)
+			v.errorf(RuleSchema, "channel %q has schema %q, want %s", ch.Name, ch.Schema, SchemaChannel)
 		}
 		if ch.Name == "" {
-			v.errorf("package %q has a channel with no name", ch.Package)
+			v.errorf(RuleChannel, "package %q has a channel with no name", ch.Package)
 			continue
 		}
 		if _, ok := pkgs[ch.Package]; !ok {
-			v.errorf("channel %q belongs to package %q, which the catalog does not declare", ch.Name, ch.Package)
+			v.errorf(RuleChannel, "channel %q belongs to package %q, which the catalog does not declare", ch.Name, ch.Package)
 			continue
 		}
 		if channels[ch.Package] == nil {
@@ -92,7 +75,7 @@ func (v *validator) run(c *Catalog) {
 			inChannel[ch.Package] = map[string]bool{}
 		}
 		if _, dup := channels[ch.Package][ch.Name]; dup {
-			v.errorf("package %q declares channel %q twice", ch.Package, ch.Name)
+			v.errorf(RuleChannel, "package %q declares channel %q twice", ch.Package, ch.Name)
 			continue
 		}
 		channels[ch.Package][ch.Name] = ch
@@ -102,16 +85,16 @@ func (v *validator) run(c *Catalog) {
 	for name, p := range pkgs {
 		switch {
 		case p.DefaultChannel == "":
-			v.errorf("package %q sets no defaultChannel", name)
+			v.errorf(RuleDefaultChannel, "package %q sets no defaultChannel", name)
 		case channels[name][p.DefaultChannel].Name == "":
-			v.errorf("package %q: default channel %q is not one of its channels %v", name, p.DefaultChannel, keys(channels[name]))
+			v.errorf(RuleDefaultChannel, "package %q: default channel %q is not one of its channels %v", name, p.DefaultChannel, keys(channels[name]))
 		}
 		if len(channels[name]) == 0 {
-			v.errorf("package %q has no channel", name)
+			v.errorf(RulePackageChannels, "package %q has no channel", name)
 		}
 		for _, bn := range sortedKeys(bundles[name]) {
 			if !inChannel[name][bn] {
-				v.errorf("package %q: bundle %q is in no channel", name, bn)
+				v.errorf(RuleBundleInChannel, "package %q: bundle %q is in no channel", name, bn)
 			}
 		}
 	}
@@ -119,68 +102,68 @@ func (v *validator) run(c *Catalog) {
 
 func (v *validator) checkBundle(b Bundle, pkgs map[string]Package, bundles map[string]map[string]*bundleInfo) {
 	if b.Schema != SchemaBundle {
-		v.errorf("bundle %q has schema %q, want %s", b.Name, b.Schema, SchemaBundle)
+		v.errorf(RuleSchema, "bundle %q has schema %q, want %s", b.Name, b.Schema, SchemaBundle)
 	}
 	if b.Name == "" {
-		v.errorf("a bundle of package %q has no name", b.Package)
+		v.errorf(RuleBundle, "a bundle of package %q has no name", b.Package)
 		return
 	}
 	if _, ok := pkgs[b.Package]; !ok {
-		v.errorf("bundle %q belongs to package %q, which the catalog does not declare", b.Name, b.Package)
+		v.errorf(RuleBundle, "bundle %q belongs to package %q, which the catalog does not declare", b.Name, b.Package)
 		return
 	}
 	if bundles[b.Package] == nil {
 		bundles[b.Package] = map[string]*bundleInfo{}
 	}
 	if _, dup := bundles[b.Package][b.Name]; dup {
-		v.errorf("package %q declares bundle %q twice", b.Package, b.Name)
+		v.errorf(RuleBundle, "package %q declares bundle %q twice", b.Package, b.Name)
 		return
 	}
 	info := &bundleInfo{Bundle: b}
 	bundles[b.Package][b.Name] = info
 	if b.Image == "" {
-		v.errorf("bundle %q has no image", b.Name)
+		v.errorf(RuleBundleImage, "bundle %q has no image", b.Name)
 	}
 	for i, p := range b.Properties {
 		if p.Type == "" {
-			v.errorf("bundle %q: property %d has no type", b.Name, i)
+			v.errorf(RuleProperties, "bundle %q: property %d has no type", b.Name, i)
 		}
 		var js json.RawMessage
 		if len(p.Value) == 0 || json.Unmarshal(p.Value, &js) != nil {
-			v.errorf("bundle %q: property %d (%s) has no valid JSON value", b.Name, i, p.Type)
+			v.errorf(RuleProperties, "bundle %q: property %d (%s) has no valid JSON value", b.Name, i, p.Type)
 			continue
 		}
 		if p.Type == PropertyGVK || p.Type == PropertyGVKRequired {
 			var g GVKProperty
 			if err := strictJSON(p.Value, &g); err != nil || g.Group == "" || g.Kind == "" || g.Version == "" {
-				v.errorf("bundle %q: %s property %s needs group, kind and version", b.Name, p.Type, p.Value)
+				v.errorf(RuleProperties, "bundle %q: %s property %s needs group, kind and version", b.Name, p.Type, p.Value)
 			}
 		}
 	}
 	for i, ri := range b.RelatedImages {
 		if ri.Image == "" {
-			v.errorf("bundle %q: related image %d has no image", b.Name, i)
+			v.errorf(RuleRelatedImages, "bundle %q: related image %d has no image", b.Name, i)
 		}
 	}
 	pv, err := b.PackageVersion()
 	if err != nil {
-		v.errs = append(v.errs, err)
+		v.errorf(RulePackageProperty, "%v", err)
 		return
 	}
 	if pv.PackageName != b.Package {
-		v.errorf("bundle %q belongs to package %q but its %s property names %q", b.Name, b.Package, PropertyPackage, pv.PackageName)
+		v.errorf(RulePackageProperty, "bundle %q belongs to package %q but its %s property names %q", b.Name, b.Package, PropertyPackage, pv.PackageName)
 	}
 	ver, err := semver.Parse(pv.Version)
 	if err != nil {
-		v.errorf("bundle %q: version %q is not a semantic version: %v", b.Name, pv.Version, err)
+		v.errorf(RulePackageProperty, "bundle %q: version %q is not a semantic version: %v", b.Name, pv.Version, err)
 		return
 	}
 	if want := BundleName(b.Package, ver.String()); b.Name != want {
-		v.errorf("bundle %q of version %s must be named %q", b.Name, ver, want)
+		v.errorf(RuleBundleName, "bundle %q of version %s must be named %q", b.Name, ver, want)
 	}
 	for name, other := range bundles[b.Package] {
 		if name != b.Name && other.valid && other.version.Equals(ver) {
-			v.errorf("package %q: bundles %q and %q have the same version %s", b.Package, name, b.Name, ver)
+			v.errorf(RuleUniqueVersions, "package %q: bundles %q and %q have the same version %s", b.Package, name, b.Name, ver)
 		}
 	}
 	info.version, info.valid = ver, true
@@ -189,28 +172,28 @@ func (v *validator) checkBundle(b Bundle, pkgs map[string]Package, bundles map[s
 func (v *validator) checkChannel(ch Channel, bundles map[string]*bundleInfo, inChannel map[string]bool) {
 	where := fmt.Sprintf("package %q, channel %q", ch.Package, ch.Name)
 	if len(ch.Entries) == 0 {
-		v.errorf("%s has no entries", where)
+		v.errorf(RuleChannelEntries, "%s has no entries", where)
 		return
 	}
 	entries := map[string]ChannelEntry{}
 	for _, e := range ch.Entries {
 		if e.Name == "" {
-			v.errorf("%s has an entry with no name", where)
+			v.errorf(RuleChannelEntries, "%s has an entry with no name", where)
 			continue
 		}
 		if _, dup := entries[e.Name]; dup {
-			v.errorf("%s lists %q twice", where, e.Name)
+			v.errorf(RuleChannelEntries, "%s lists %q twice", where, e.Name)
 			continue
 		}
 		entries[e.Name] = e
 		if bundles[e.Name] == nil {
-			v.errorf("%s: entry %q names no bundle of the catalog", where, e.Name)
+			v.errorf(RuleChannelEntries, "%s: entry %q names no bundle of the catalog", where, e.Name)
 		} else {
 			inChannel[e.Name] = true
 		}
 		for i, s := range e.Skips {
 			if s == "" {
-				v.errorf("%s: entry %q: skips[%d] is empty", where, e.Name, i)
+				v.errorf(RuleSkips, "%s: entry %q: skips[%d] is empty", where, e.Name, i)
 			}
 		}
 	}
@@ -236,10 +219,10 @@ func (v *validator) checkChannel(ch Channel, bundles map[string]*bundleInfo, inC
 	sort.Strings(heads)
 	switch {
 	case len(heads) == 0:
-		v.errorf("%s has no head: every entry is replaced or skipped by another", where)
+		v.errorf(RuleHead, "%s has no head: every entry is replaced or skipped by another", where)
 		return
 	case len(heads) > 1:
-		v.errorf("%s has %d heads (%s); exactly one entry may be left unreplaced", where, len(heads), strings.Join(heads, ", "))
+		v.errorf(RuleHead, "%s has %d heads (%s); exactly one entry may be left unreplaced", where, len(heads), strings.Join(heads, ", "))
 		return
 	}
 	head := heads[0]
@@ -250,7 +233,7 @@ func (v *validator) checkChannel(ch Channel, bundles map[string]*bundleInfo, inC
 	for cur := entries[head]; cur.Replaces != "" && !skipped[cur.Replaces]; {
 		path = append(path, cur.Replaces)
 		if onChain[cur.Replaces] {
-			v.errorf("%s: the replaces chain has a cycle: %s", where, strings.Join(path, " -> "))
+			v.errorf(RuleCycle, "%s: the replaces chain has a cycle: %s", where, strings.Join(path, " -> "))
 			return
 		}
 		onChain[cur.Replaces] = true
@@ -268,7 +251,7 @@ func (v *validator) checkChannel(ch Channel, bundles map[string]*bundleInfo, inC
 	}
 	if len(stranded) > 0 {
 		sort.Strings(stranded)
-		v.errorf("%s: stranded entries (neither on the replaces chain from %s nor skipped): %s", where, head, strings.Join(stranded, ", "))
+		v.errorf(RuleStranded, "%s: stranded entries (neither on the replaces chain from %s nor skipped): %s", where, head, strings.Join(stranded, ", "))
 	}
 
 	// Edges lead to older versions, and every entry reaches the head.
@@ -289,18 +272,18 @@ func (v *validator) checkChannel(ch Channel, bundles map[string]*bundleInfo, inC
 		if e.SkipRange != "" {
 			r, err := semver.ParseRange(e.SkipRange)
 			if err != nil {
-				v.errorf("%s: entry %q: skipRange %q is not a semver range: %v", where, name, e.SkipRange, err)
+				v.errorf(RuleSkipRange, "%s: entry %q: skipRange %q is not a semver range: %v", where, name, e.SkipRange, err)
 			} else {
 				ranges = r
 				if r(ver) {
-					v.errorf("%s: entry %q: skipRange %q includes its own version %s", where, name, e.SkipRange, ver)
+					v.errorf(RuleEdgesOlder, "%s: entry %q: skipRange %q includes its own version %s", where, name, e.SkipRange, ver)
 				}
 			}
 		}
 		edge := func(kind, to string) {
 			if tv, ok := version(to); ok {
 				if !tv.LT(ver) {
-					v.errorf("%s: entry %q (%s) %s %q (%s), which is not older", where, name, ver, kind, to, tv)
+					v.errorf(RuleEdgesOlder, "%s: entry %q (%s) %s %q (%s), which is not older", where, name, ver, kind, to, tv)
 				}
 				older[name] = append(older[name], to)
 			}
@@ -339,12 +322,12 @@ func (v *validator) checkChannel(ch Channel, bundles map[string]*bundleInfo, inC
 	}
 	if len(unreached) > 0 {
 		sort.Strings(unreached)
-		v.errorf("%s: the graph is not connected: no upgrade path from %s to the head %s", where, strings.Join(unreached, ", "), head)
+		v.errorf(RuleConnected, "%s: the graph is not connected: no upgrade path from %s to the head %s", where, strings.Join(unreached, ", "), head)
 	}
 	if hv, ok := version(head); ok {
 		for name := range entries {
 			if ev, ok := version(name); ok && ev.GT(hv) {
-				v.errorf("%s: the head %s (%s) is not the newest version; %s is %s", where, head, hv, name, ev)
+				v.errorf(RuleHeadNewest, "%s: the head %s (%s) is not the newest version; %s is %s", where, head, hv, name, ev)
 			}
 		}
 	}
