@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -26,6 +24,7 @@ import (
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/nscache"
+	"github.com/celld/celld-operator/controllers/predicates"
 )
 
 // Setup registers the CelldFleet controller with a manager. watches maps the CelldFleet GVK
@@ -52,7 +51,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1.CelldFleet{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{},
-			predicate.AnnotationChangedPredicate{}, lifecycleChanged{}))).
+			predicate.AnnotationChangedPredicate{}, predicates.LifecycleChanged{}))).
 		Named("celldfleet").
 		// An operator started without the rights to list and watch CelldFleets or StorageClasses
 		// waits (the informers log each Forbidden, and main.go names the missing rule at start)
@@ -80,18 +79,6 @@ func seededFleet(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: res.Spec.FleetNamespace, Name: res.Spec.FleetName}}}
-}
-
-// lifecycleChanged passes updates that change finalizers or start deletion: neither always
-// changes the generation.
-type lifecycleChanged struct{ predicate.Funcs }
-
-func (lifecycleChanged) Update(e event.UpdateEvent) bool {
-	if e.ObjectOld == nil || e.ObjectNew == nil {
-		return true
-	}
-	return !slices.Equal(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers()) ||
-		(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
 }
 
 // fleetsOf maps a cached child to its fleet: by the fleet UID label, which every object the

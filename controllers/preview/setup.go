@@ -8,12 +8,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/predicates"
 )
 
 // Setup registers the CelldPreview controller with a manager. direct reads the API server.
@@ -23,26 +23,15 @@ func Setup(mgr ctrl.Manager, direct client.Client, workers int) error {
 		// The preview's own status writes change neither its generation nor its metadata.
 		For(&v1.CelldPreview{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
-			predicate.LabelChangedPredicate{}, lifecycleChanged{}))).
+			predicate.LabelChangedPredicate{}, predicates.LifecycleChanged{}))).
 		Named("celldpreview").
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers, CacheSyncTimeout: 24 * time.Hour}).
 		// The generated fleet's status is the preview's, and a hand edit must be restored.
 		Owns(&v1.CelldFleet{}).
 		// A parent that appears, is deleted or gains spec.previews wakes its waiting previews.
 		Watches(&v1.CelldFleet{}, handler.EnqueueRequestsFromMapFunc(r.previewsOf), builder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, lifecycleChanged{}))).
+			predicate.GenerationChangedPredicate{}, predicates.LifecycleChanged{}))).
 		Complete(r)
-}
-
-// lifecycleChanged passes updates that change finalizers or start deletion.
-type lifecycleChanged struct{ predicate.Funcs }
-
-func (lifecycleChanged) Update(e event.UpdateEvent) bool {
-	if e.ObjectOld == nil || e.ObjectNew == nil {
-		return true
-	}
-	return len(e.ObjectOld.GetFinalizers()) != len(e.ObjectNew.GetFinalizers()) ||
-		(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
 }
 
 // previewsOf maps a fleet to the previews that name it as their parent.
