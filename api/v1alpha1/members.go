@@ -61,9 +61,12 @@ func (f *CelldFleet) RunsAsStatefulSet() bool {
 }
 
 // Owns reports whether the fleet owns obj, the one ownership rule of every object the operator
-// creates: it carries the fleet's UID label, and no controller other than the fleet claims it
-// (an earlier release set the fleet itself as controller of children). An object that fails it
-// is never adopted, changed or deleted.
+// creates: it carries the fleet's UID label, and no owner reference other than one to the fleet
+// itself (an earlier release set the fleet as controller of children). The operator renders no
+// owner reference, so a reference to anything else, controller or not, was put there by someone
+// else, and the garbage collector would delete the object when that owner goes: the seed's
+// "objects with owner references are refused". An object that fails it is never adopted,
+// changed or deleted.
 func (f *CelldFleet) Owns(obj interface {
 	GetLabels() map[string]string
 	GetOwnerReferences() []metav1.OwnerReference
@@ -72,7 +75,7 @@ func (f *CelldFleet) Owns(obj interface {
 		return false
 	}
 	for _, ref := range obj.GetOwnerReferences() {
-		if ref.Controller != nil && *ref.Controller && ref.UID != f.UID {
+		if ref.UID != f.UID {
 			return false
 		}
 	}

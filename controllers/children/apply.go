@@ -86,7 +86,7 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 		if live == nil {
 			continue
 		}
-		if why := foreign(live, f); why != "" {
+		if why := Foreign(live, f); why != "" {
 			obj := describe(live, o.GetKind())
 			msg := conflictMessage(o.GetKind(), f.Namespace, o.GetName(), why)
 			if f.Spec.Routing != nil && o.GetKind() == "Service" && o.GetName() == f.Name {
@@ -305,7 +305,7 @@ func listOwned(ctx context.Context, c client.Reader, f *v1.CelldFleet, gvk schem
 	for i := range list.Items {
 		item := &list.Items[i]
 		item.SetGroupVersionKind(gvk)
-		if foreign(item, f) == "" {
+		if Foreign(item, f) == "" {
 			out = append(out, item)
 		}
 	}
@@ -347,38 +347,53 @@ func deleteExact(ctx context.Context, c client.Client, f *v1.CelldFleet, obj cli
 // someone else is left alone. It returns how many children still exist (deleting ones
 // included); call it again until none do.
 func (a *Applier) RemoveAll(ctx context.Context, c client.Client, f *v1.CelldFleet) (remaining int, err error) {
+	left, err := a.Remaining(ctx, c, f)
+	return len(left), err
+}
+
+// Remaining is RemoveAll naming the children that still exist ("Kind namespace/name", and for
+// one being deleted, the finalizers that hold it), so a deletion that waits says on what.
+func (a *Applier) Remaining(ctx context.Context, c client.Client, f *v1.CelldFleet) ([]string, error) {
 	var res Result
+	var left []string
+	note := func(u *unstructured.Unstructured, kind string) {
+		what := describe(u, kind)
+		if u.GetDeletionTimestamp() != nil && len(u.GetFinalizers()) > 0 {
+			what += fmt.Sprintf(" (being deleted, held by finalizers %s)", strings.Join(u.GetFinalizers(), ", "))
+		}
+		left = append(left, what)
+	}
 	// Routes are read by name, never listed (the Role has no list on them); deletion already
-	// removed them by the routing order, so this only catches one that came back.
+	// removed them by the routing order, so this only catches one that came back or is held.
 	for _, gvk := range routeKinds {
 		live, err := getLive(ctx, c, gvk, f.Namespace, routingName(f))
 		if err != nil {
-			return 0, err
+			return left, err
 		}
-		if live == nil || foreign(live, f) != "" {
+		if live == nil || Foreign(live, f) != "" {
 			continue
 		}
-		remaining++
+		note(live, gvk.Kind)
 		if live.GetDeletionTimestamp() == nil {
 			if err := deleteExact(ctx, c, f, live, &res); err != nil {
-				return remaining, err
+				return left, err
 			}
 		}
 	}
 	for _, gvk := range pruneKinds {
 		items, err := listOwned(ctx, c, f, gvk)
 		if err != nil {
-			return 0, err
+			return left, err
 		}
 		for _, item := range items {
-			remaining++
+			note(item, gvk.Kind)
 			if item.GetDeletionTimestamp() != nil {
 				continue
 			}
 			if err := deleteExact(ctx, c, f, item, &res); err != nil {
-				return remaining, err
+				return left, err
 			}
 		}
 	}
-	return remaining, nil
+	return left, nil
 }

@@ -48,18 +48,24 @@ func getLive(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, 
 	return nil, fmt.Errorf("read %s %s/%s: %w", gvk.Kind, ns, name, err)
 }
 
-// foreign says why this fleet may not touch a live object, or "" when it owns it
-// (v1.CelldFleet.Owns: the fleet UID label, and no controller other than this fleet).
-func foreign(live client.Object, f *v1.CelldFleet) string {
-	if f.Owns(live) {
+// Foreign says why fleet f may not touch obj, a live object at one of its names, naming the
+// foreign owner when there is one; "" when f owns it (v1.CelldFleet.Owns). The fleet reconciler
+// words its refusal of a workload with it too, so every foreign-object conflict reads alike.
+func Foreign(obj client.Object, f *v1.CelldFleet) string {
+	if f.Owns(obj) {
 		return ""
 	}
-	if got := live.GetLabels()[v1.LabelFleetUID]; got != string(f.UID) {
+	if got := obj.GetLabels()[v1.LabelFleetUID]; got != string(f.UID) || f.UID == "" {
 		return fmt.Sprintf("does not carry this fleet's %s label", v1.LabelFleetUID)
 	}
-	for _, ref := range live.GetOwnerReferences() {
+	for _, ref := range obj.GetOwnerReferences() {
 		if ref.Controller != nil && *ref.Controller && ref.UID != f.UID {
 			return fmt.Sprintf("is controlled by %s %s", ref.Kind, ref.Name)
+		}
+	}
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID != f.UID {
+			return fmt.Sprintf("has an owner reference to %s %s (UID %s), so the garbage collector would delete it when that owner goes", ref.Kind, ref.Name, ref.UID)
 		}
 	}
 	return "is not this fleet's"

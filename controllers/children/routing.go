@@ -3,6 +3,7 @@ package children
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,7 +36,7 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 			return err
 		}
 		if liveRoute != nil {
-			if why := foreign(liveRoute, f); why != "" {
+			if why := Foreign(liveRoute, f); why != "" {
 				res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict,
 					conflictMessage(route.GetKind(), f.Namespace, name, why)+"; routing is left unchanged"))
 				return nil
@@ -50,10 +51,10 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 	if err != nil {
 		return err
 	}
-	if livePolicy != nil && foreign(livePolicy, f) != "" {
+	if livePolicy != nil && Foreign(livePolicy, f) != "" {
 		if policy != nil {
 			res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict,
-				conflictMessage("NetworkPolicy", f.Namespace, name, foreign(livePolicy, f))+"; routing is left unchanged"))
+				conflictMessage("NetworkPolicy", f.Namespace, name, Foreign(livePolicy, f))+"; routing is left unchanged"))
 			return nil
 		}
 		livePolicy = nil // not ours to delete
@@ -61,7 +62,7 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 
 	// Obsolete routes first: two routes for one fleet, or a policy admitting traffic for a route
 	// that is being replaced, is never the intended state.
-	pending := ""
+	pending, holders := "", []string(nil)
 	for _, gvk := range routeKinds {
 		if route != nil && route.GroupVersionKind() == gvk {
 			continue
@@ -70,10 +71,10 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 		if err != nil {
 			return err
 		}
-		if old == nil || foreign(old, f) != "" {
+		if old == nil || Foreign(old, f) != "" {
 			continue
 		}
-		pending = gvk.Kind
+		pending, holders = gvk.Kind, old.GetFinalizers()
 		if old.GetDeletionTimestamp() == nil {
 			if err := deleteExact(ctx, c, f, old, res); err != nil {
 				return err
@@ -81,12 +82,19 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 		}
 	}
 	if pending == "" && liveRoute != nil && liveRoute.GetDeletionTimestamp() != nil {
-		pending = route.GetKind() // someone deleted it; a write would be lost with it
+		pending, holders = route.GetKind(), liveRoute.GetFinalizers() // someone deleted it; a write would be lost with it
 	}
 	if pending != "" {
 		res.Requeue = true
-		res.Routing = new(routingCondition(f, metav1.ConditionUnknown, v1.ReasonRemovingRoute,
-			fmt.Sprintf("Waiting for %s %s/%s to disappear before changing routing; a finalizer on it delays the switch", pending, f.Namespace, name)))
+		msg := fmt.Sprintf("Waiting for %s %s/%s to disappear before changing routing; a finalizer on it delays the switch", pending, f.Namespace, name)
+		if f.DeletionTimestamp != nil {
+			msg = fmt.Sprintf("%s %s/%s is being deleted", pending, f.Namespace, name)
+			if len(holders) > 0 {
+				msg += fmt.Sprintf(" and finalizers %s hold it", strings.Join(holders, ", "))
+			}
+			msg += "; the fleet's deletion goes on meanwhile"
+		}
+		res.Routing = new(routingCondition(f, metav1.ConditionUnknown, v1.ReasonRemovingRoute, msg))
 		return nil
 	}
 
@@ -143,7 +151,7 @@ func RoutingStatus(ctx context.Context, c client.Client, f *v1.CelldFleet) metav
 		}
 		return routingCondition(f, metav1.ConditionUnknown, v1.ReasonAwaitingAcceptance, fmt.Sprintf("HTTPRoute %s/%s does not exist yet", f.Namespace, name))
 	}
-	if why := foreign(u, f); why != "" {
+	if why := Foreign(u, f); why != "" {
 		return routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict, conflictMessage(gvk.Kind, f.Namespace, name, why))
 	}
 	if gvk == gvkIngress {

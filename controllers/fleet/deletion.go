@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,13 @@ import (
 // last member, whatever cascade the user chose: they carry no owner reference the garbage
 // collector could follow), then the finalizer. The reservation stays: a bucket is never
 // released.
+//
+// Closing routing never delays the runtime's shutdown (seed 000): whatever keeps the route from
+// closing (a discovery or render error, a route delete that fails, a foreign finalizer holding
+// the route, a child the fleet may not touch) is logged and reported in the deletion message,
+// the workload and claim steps run all the same, and the pass is repeated within seconds. The
+// children step's error is not returned: the controller's backoff would grow with every member
+// event of the shutdown and could then hold the last steps back for many minutes.
 func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	if f.DeletionTimestamp == nil {
@@ -32,15 +40,46 @@ func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 		return true, err
 	}
 	membersGone := s.sts == nil && s.deploy == nil && len(s.claims) == 0 && len(s.pods) == 0
+	closing := ""
 	if !membersGone {
-		// Routing closes as soon as deletion starts: the chart renders no route for a
-		// deleting fleet, so applying the children removes it, while the isolation policy and
-		// the PDB stay applied. A child the fleet cannot apply (a foreign object, say) never
-		// holds deletion back: the workload and claim steps below report.
-		if _, err := r.children(ctx, s); err != nil {
-			return true, err
+		closing = r.closeRouting(ctx, s)
+	}
+	stop, err := r.shutDown(ctx, s, membersGone)
+	if closing != "" {
+		if s.find.Deletion != nil {
+			s.find.Deletion.Message += "; routing has not closed yet, which does not delay the members' shutdown: " + closing
+		}
+		s.again(5 * time.Second)
+	}
+	return stop, err
+}
+
+// closeRouting applies the children of a deleting fleet while members still run: the chart
+// renders no route for a deleting fleet, so applying the children removes it, while the
+// isolation policy and the PDB stay applied. It says why routing has not closed yet, "" when
+// nothing holds it; an error of the step is logged and said, never returned (deletion).
+func (r *Reconciler) closeRouting(ctx context.Context, s *scope) string {
+	before := len(s.find.Blockers)
+	if _, err := r.children(ctx, s); err != nil {
+		log.FromContext(ctx).Error(err, "closing routing failed; the fleet's deletion goes on", "fleet", s.key.String())
+		return err.Error()
+	}
+	if len(s.find.Blockers) > before {
+		// A child the fleet may not apply (a foreign object, admission refusing a write).
+		return s.find.Blockers[before].Message
+	}
+	if c := s.routing; c != nil {
+		switch c.Reason {
+		case v1.ReasonRemovingRoute, v1.ReasonRoutingError, v1.ReasonServiceConflict:
+			return c.Message
 		}
 	}
+	return ""
+}
+
+// shutDown is deletion's ordered part: holds released, the workload, the claims, then (once no
+// member is left) the children and the finalizer.
+func (r *Reconciler) shutDown(ctx context.Context, s *scope, membersGone bool) (bool, error) {
 	if err := r.releaseHolds(ctx, s); err != nil {
 		return true, err
 	}
@@ -51,14 +90,18 @@ func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
 		return true, err
 	}
 	if !membersGone {
+		if s.find.Deletion == nil {
+			s.deleting(v1.ReasonDeleting, fmt.Sprintf("Waiting for %d member Pods to terminate", len(s.pods)))
+		}
 		return true, nil // the next pass sees the members gone, and removes the children
 	}
-	remaining, err := r.Applier.RemoveAll(ctx, s.kube, s.fleet)
+	remaining, err := r.Applier.Remaining(ctx, s.kube, s.fleet)
 	if err != nil {
+		s.deleting(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting the Services, policies and routes failed, retrying: %v", err))
 		return true, err
 	}
-	if remaining > 0 {
-		s.deleting(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting %d Services, policies and routes", remaining))
+	if len(remaining) > 0 {
+		s.deleting(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting %d Services, policies and routes: %s", len(remaining), strings.Join(remaining, ", ")))
 		s.again(time.Second)
 		return true, nil
 	}
@@ -104,8 +147,7 @@ func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) (bool, error)
 		return false, nil
 	}
 	if !s.fleet.Owns(obj) {
-		s.deleting(v1.ReasonDeletionBlocked, fmt.Sprintf("%s %s/%s is not owned by this fleet (no %s=%s label, or controlled by another owner); it is left alone: delete or relabel it to finish deleting the fleet",
-			kindOf(obj), obj.GetNamespace(), obj.GetName(), v1.LabelFleetUID, s.fleet.UID))
+		s.deleting(v1.ReasonDeletionBlocked, foreignWorkload(s, obj)+"; it is left alone: delete it, or relabel it or remove the owner reference, to finish deleting the fleet")
 		return true, nil
 	}
 	s.deleting(v1.ReasonDeleting, "Deleting workload; members drain on SIGTERM")

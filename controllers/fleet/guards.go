@@ -12,7 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/children"
 )
 
 // guards refuses to provision a fleet whose prerequisites are missing: the NetworkPolicy
@@ -73,4 +76,12 @@ func (r *Reconciler) storageClass(ctx context.Context, name string) (reason, msg
 		return v1.ReasonInvalidStorageClass, fmt.Sprintf("StorageClass %s cannot hold fleet disks: %s; use a class that satisfies this", name, strings.Join(problems, "; ")), nil
 	}
 	return "", "", nil
+}
+
+// foreignWorkload is the sentence naming a workload at the fleet's name that the fleet does not
+// own, and why (children.Foreign: the missing label, or the owner it names), worded as the
+// children's conflicts are.
+func foreignWorkload(s *scope, obj client.Object) string {
+	return fmt.Sprintf("%s %s/%s exists and %s (this fleet's objects carry %s=%s and no owner reference)",
+		kindOf(obj), obj.GetNamespace(), obj.GetName(), children.Foreign(obj, s.fleet), v1.LabelFleetUID, s.fleet.UID)
 }

@@ -144,13 +144,14 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 }
 
 // ownedWorkload refuses a workload the fleet did not create: without this fleet's UID label, or
-// controlled by someone else. Such an object is never converted or adopted.
+// with an owner reference to anything but this fleet (a controller, or any owner the garbage
+// collector would follow to delete the members). Such an object is never converted or adopted;
+// the message names it and its owner (foreignWorkload).
 func (r *Reconciler) ownedWorkload(s *scope, obj client.Object) bool {
 	if s.fleet.Owns(obj) {
 		return true
 	}
-	s.find.Block(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists and does not belong to this fleet (no %s=%s label, or owned by another controller); it is left alone: delete or rename it, or choose another fleet name",
-		kindOf(obj), obj.GetNamespace(), obj.GetName(), v1.LabelFleetUID, s.fleet.UID))
+	s.find.Block(v1.ReasonLifecycleBlocked, foreignWorkload(s, obj)+"; it is left alone: delete or rename it, remove the owner reference, or choose another fleet name")
 	return false
 }
 
