@@ -47,6 +47,7 @@ const (
 	MsgLabelKey                     = "podLabels keys must be label keys: an optional DNS-subdomain prefix of at most 253 characters and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit; fix the key"
 	MsgIngressAnnotationSize        = "spec.routing.ingress.annotations values must be at most 4096 bytes; shorten the value"
 	MsgEnvValueSource               = "spec.env entries need exactly one of value or secretKeyRef; keep one"
+	MsgEnvValuesTotal               = "spec.env literal values may total at most 4096 characters, so the creation-time tuning recorded on the storage reservation always fits and the fleet's tuning can change later; move long values into a Secret (secretKeyRef)"
 	MsgEnvOperatorOwned             = "spec.env name is owned by the operator (identity, network, durability, storage and tuning settings); use the dedicated spec field instead"
 	MsgEnvReservedPrefix            = "spec.env name uses a reserved prefix (CELLD_REEXEC_, CELLD_STRICT_, CELLD_OTEL, CELLD_EXPORT, CELLD_UNSAFE_, CELLD_TEST_); use spec.telemetry or spec.export, or another name"
 	MsgEnvRemoved                   = "spec.env name is a variable celld removed (CELLD_VAR_*, CELLD_VARS_FILE, CELLD_OUTPUT_GATE, CELLD_SHUTDOWN_DRAIN_MS and the others of its removed list); celld refuses to start while it is set, so remove the entry"

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -319,14 +320,24 @@ func (l *LifecycleSpec) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
+// MaxEnvValuesTotal bounds the characters of spec.env's literal values together: the
+// reserved-tuning record (controllers/reservation) holds them, escaped as JSON, on the
+// storage reservation, where it may take at most 64 KiB; at 4096 characters even a value
+// JSON escapes six bytes a character fits beside every other tuning field at its limit.
+const MaxEnvValuesTotal = 4096
+
 func validateEnv(env []EnvVar, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(env) > 32 {
 		errs = append(errs, field.TooMany(p, len(env), 32))
 	}
 	seen := make(map[string]bool, len(env))
+	total := 0
 	for i := range env {
 		e, ip := &env[i], p.Index(i)
+		if e.Value != nil {
+			total += utf8.RuneCountInString(*e.Value) // CEL's size() counts code points
+		}
 		if len(e.Name) > 128 || !reEnvName.MatchString(e.Name) {
 			errs = append(errs, field.Invalid(ip.Child("name"), e.Name, "spec.env name must match ^CELLD_[A-Z][A-Z0-9_]*$ and be at most 128 characters"))
 		}
@@ -350,12 +361,15 @@ func validateEnv(env []EnvVar, p *field.Path) field.ErrorList {
 				break
 			}
 		}
-		if e.Value != nil && len(*e.Value) > 4096 {
+		if e.Value != nil && utf8.RuneCountInString(*e.Value) > 4096 { // maxLength counts characters
 			errs = append(errs, field.TooLong(ip.Child("value"), "", 4096))
 		}
 		if e.SecretKeyRef != nil {
 			errs = append(errs, e.SecretKeyRef.validate(ip.Child("secretKeyRef"))...)
 		}
+	}
+	if total > MaxEnvValuesTotal {
+		errs = append(errs, field.Invalid(p, total, MsgEnvValuesTotal))
 	}
 	return errs
 }

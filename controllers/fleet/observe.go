@@ -165,7 +165,10 @@ func layoutKind(s *scope) string {
 // block the runtime: RoutingReady reports it, the existing route and policy are kept, and the
 // fleet is provisioned and healed as usual. Any other invalid field stops the pass.
 func (r *Reconciler) validate(_ context.Context, s *scope) (bool, error) {
-	errs := s.fleet.Validate()
+	// The bound on spec.env's literal values is admission's alone: it keeps the reserved-tuning
+	// record small enough to write. A fleet stored before the bound runs as it is; only its
+	// tuning stays as created until its env is shortened.
+	errs := slices.DeleteFunc(s.fleet.Validate(), func(e *field.Error) bool { return e.Detail == v1.MsgEnvValuesTotal })
 	if len(errs) == 0 {
 		return false, nil
 	}

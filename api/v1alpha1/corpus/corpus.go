@@ -169,6 +169,13 @@ func Create() []Case {
 		{Name: "env with both sources", Mutate: func(f *v1.CelldFleet) {
 			f.Spec.Env = env("CELLD_KEY", new("x"), &v1.SecretKeyRef{Name: "s", Key: "k"})
 		}, Message: v1.MsgEnvValueSource, Path: "spec.env[0]"},
+		{Name: "env literal values totalling 4096 characters", Mutate: func(f *v1.CelldFleet) {
+			f.Spec.Env = append(env("CELLD_A", new(strings.Repeat("a", 2048)), nil), env("CELLD_B", new(strings.Repeat("\u00e9", 2048)), nil)...)
+		}},
+		{Name: "env literal values totalling 4097 characters", Mutate: func(f *v1.CelldFleet) {
+			f.Spec.Env = append(env("CELLD_A", new(strings.Repeat("a", 2048)), nil),
+				append(env("CELLD_B", new(strings.Repeat("b", 2048)), nil), env("CELLD_C", new("c"), nil)...)...)
+		}, Message: v1.MsgEnvValuesTotal, Path: "spec.env"},
 		{Name: "env with no source", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_KEY", nil, nil) }, Message: v1.MsgEnvValueSource, Path: "spec.env[0]"},
 		{Name: "env operator-owned name", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_NODE", new("x"), nil) }, Message: v1.MsgEnvOperatorOwned, Path: "spec.env[0].name"},
 		{Name: "env reserved prefix", Mutate: func(f *v1.CelldFleet) { f.Spec.Env = env("CELLD_OTEL_SINK", new("x"), nil) }, Message: v1.MsgEnvReservedPrefix, Path: "spec.env[0].name"},
