@@ -74,7 +74,7 @@ help: ## Show the targets.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: tools build ## Run the operator on a local cluster with a sample PersistentFleet (Ctrl-C stops everything).
+run: tools build plugin ## Run the operator on a local cluster with a sample PersistentFleet (Ctrl-C stops everything).
 	go build -o $(BIN)/localcluster ./tests/localcluster/cmd/localcluster
 	BIN=$(BIN) tests/run.sh
 

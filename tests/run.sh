@@ -45,10 +45,14 @@ cat <<MSG
 
 The local cluster is up and fleet $ns/persistent is being created.
   export KUBECONFIG=$dir/kubeconfig
+  export PATH="$bin:\$PATH"      # kubectl, and the kubectl celld plugin once built with: make plugin
 
-Try:
-  kubectl -n $ns get celldfleet,pods,pvc -w                       # watch the fleet
-  kubectl -n $ns patch celldfleet persistent --type merge -p '{"spec":{"maintenance":{"restartToken":"'"\$(date +%s)"'"}}}'   # rolling restart
+Try (docs/kubectl-plugin.md):
+  kubectl celld status persistent -n $ns --watch                  # the fleet on one screen
+  kubectl celld restart persistent -n $ns                         # rolling restart (prints the patch, asks first)
+  kubectl celld pause persistent -n $ns                           # pause; kubectl celld resume undoes it
+  kubectl celld stop persistent -n $ns                            # full stop; kubectl celld start [--image IMAGE]
+  kubectl celld report persistent -n $ns --operator-log $dir/operator.log   # support bundle, secrets redacted
   $bin/localcluster fail-node --dir $dir \$(kubectl -n $ns get pod persistent-0 -o jsonpath='{.spec.nodeName}')   # fail a node
 
 Ctrl-C stops everything.
