@@ -50,9 +50,8 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 	if err != nil || rec == nil {
 		return false, err
 	}
-	member := d.Pod.Name
-	if member == "" { // no Pod holds the claim: the claim delete is the whole action
-		member = d.Claim.Name
+	if d.Pod.Name == "" { // no Pod holds the claim: the claim delete is the whole action
+		member := fmt.Sprintf("%s-%d", s.fleet.Name, d.Ordinal)
 		change, err := r.deleteRecordedClaim(ctx, s, member, *rec, d.Message)
 		if err != nil {
 			return false, err
