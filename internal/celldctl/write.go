@@ -70,6 +70,30 @@ type step struct {
 
 var errAborted = errors.New("aborted: nothing was written")
 
+// runWrite is the body of a write command: check the write flags, read the fleet's snapshot,
+// make the command's plan and execute it. A plan without steps has nothing to write (its
+// explanation was already printed).
+func (o *Options) runWrite(w *writeFlags, planFor func(Clients, *Snapshot) (plan, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := w.validate(); err != nil {
+			return err
+		}
+		c, ns, err := o.setup()
+		if err != nil {
+			return err
+		}
+		snap, err := ReadSnapshot(cmd.Context(), c, ns, args[0])
+		if err != nil {
+			return err
+		}
+		p, err := planFor(c, snap)
+		if err != nil || p.steps == nil {
+			return err
+		}
+		return o.execute(cmd.Context(), w, p)
+	}
+}
+
 // execute prints p, asks for confirmation unless --yes or a dry run, and runs the steps.
 func (o *Options) execute(ctx context.Context, w *writeFlags, p plan) error {
 	out := o.Streams.Out
@@ -163,24 +187,7 @@ deletes no Pod and no claim to roll.`,
   kubectl celld restart persistent -n celld-demo --dry-run`,
 		Args:              fleetArg,
 		ValidArgsFunction: o.completeFleets,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := w.validate(); err != nil {
-				return err
-			}
-			c, ns, err := o.setup()
-			if err != nil {
-				return err
-			}
-			snap, err := ReadSnapshot(cmd.Context(), c, ns, args[0])
-			if err != nil {
-				return err
-			}
-			p, err := o.restartPlan(c, snap, token)
-			if err != nil {
-				return err
-			}
-			return o.execute(cmd.Context(), w, p)
-		},
+		RunE:              o.runWrite(w, func(c Clients, snap *Snapshot) (plan, error) { return o.restartPlan(c, snap, token) }),
 	}
 	cmd.Flags().StringVar(&token, "restart-token", "", "The new restart token (default: the current Unix time in seconds, like date +%s)")
 	w.add(cmd)
@@ -303,24 +310,7 @@ the declared count in one step.
 A Bucket fleet of the Deployment layout has no documented full stop; stop refuses it.`,
 		Args:              fleetArg,
 		ValidArgsFunction: o.completeFleets,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := w.validate(); err != nil {
-				return err
-			}
-			c, ns, err := o.setup()
-			if err != nil {
-				return err
-			}
-			snap, err := ReadSnapshot(cmd.Context(), c, ns, args[0])
-			if err != nil {
-				return err
-			}
-			p, err := o.stopPlan(c, snap, w.timeout)
-			if err != nil || p.steps == nil {
-				return err
-			}
-			return o.execute(cmd.Context(), w, p)
-		},
+		RunE:              o.runWrite(w, func(c Clients, snap *Snapshot) (plan, error) { return o.stopPlan(c, snap, w.timeout) }),
 	}
 	w.add(cmd)
 	cmd.Flags().DurationVar(&w.timeout, "timeout", 2*time.Minute, "How long to wait for the operator to report the pause before scaling")
@@ -429,24 +419,7 @@ func newStartCommand(o *Options) *cobra.Command {
 declared count in one step.`,
 		Args:              fleetArg,
 		ValidArgsFunction: o.completeFleets,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := w.validate(); err != nil {
-				return err
-			}
-			c, ns, err := o.setup()
-			if err != nil {
-				return err
-			}
-			snap, err := ReadSnapshot(cmd.Context(), c, ns, args[0])
-			if err != nil {
-				return err
-			}
-			p, err := o.startPlan(c, snap, image)
-			if err != nil {
-				return err
-			}
-			return o.execute(cmd.Context(), w, p)
-		},
+		RunE:              o.runWrite(w, func(c Clients, snap *Snapshot) (plan, error) { return o.startPlan(c, snap, image) }),
 	}
 	cmd.Flags().StringVar(&image, "image", "", "A new spec.runtimeImage (REGISTRY/PATH@sha256:DIGEST) set in the same change")
 	w.add(cmd)
