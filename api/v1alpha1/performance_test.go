@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 // BenchmarkValidateFullFleet validates a fleet with every optional block set.

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 // check compares what Validate says of a case with the corpus: the verdict, the message of a

@@ -47,10 +47,11 @@ type cachedRender struct {
 	objs  []*unstructured.Unstructured
 }
 
-// NewRenderer loads the embedded chart a watch names. overrideValues from the watch are applied
+// NewRenderer loads the embedded chart at chartPath, its repository path (helm-charts/...), as a
+// watches.yaml entry names it. overrideValues (the entry's --set style overrides) are applied
 // on top of the computed values on every render.
-func NewRenderer(w Watch) (*Renderer, error) {
-	c, err := loadChart(w.Chart)
+func NewRenderer(chartPath string, overrideValues map[string]string) (*Renderer, error) {
+	c, err := loadChart(chartPath)
 	if err != nil {
 		return nil, err
 	}
@@ -58,12 +59,12 @@ func NewRenderer(w Watch) (*Renderer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Renderer{chart: c, schema: schema, overrides: w.OverrideValues, cache: map[types.UID]cachedRender{}}, nil
+	return &Renderer{chart: c, schema: schema, overrides: overrideValues, cache: map[types.UID]cachedRender{}}, nil
 }
 
 // NewFleetRenderer is NewRenderer for helm-charts/celld-fleet without overrides.
 func NewFleetRenderer() (*Renderer, error) {
-	return NewRenderer(Watch{Chart: FleetChart})
+	return NewRenderer(FleetChart, nil)
 }
 
 // Render returns the fleet's children in install order, each stamped with the fleet's namespace,

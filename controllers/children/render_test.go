@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden renders under testdata/golden")

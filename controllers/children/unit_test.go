@@ -2,52 +2,11 @@ package children
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 )
-
-func TestLoadWatches(t *testing.T) {
-	cases := []struct {
-		name, file, err string
-	}{
-		{"the repository's file", "", ""},
-		{"a chart that is not embedded", "- {group: celld.eric.dev, version: v1alpha1, kind: CelldFleet, chart: helm-charts/nope}\n", "not embedded"},
-		{"a chart outside helm-charts", "- {group: celld.eric.dev, version: v1alpha1, kind: CelldFleet, chart: /tmp/chart}\n", "not under helm-charts/"},
-		{"a kind listed twice", "- {group: celld.eric.dev, version: v1alpha1, kind: CelldFleet, chart: helm-charts/celld-fleet}\n- {group: celld.eric.dev, version: v1alpha1, kind: CelldFleet, chart: helm-charts/celld-fleet}\n", "listed twice"},
-		{"a misspelled field", "- {group: celld.eric.dev, version: v1alpha1, kind: CelldFleet, chart: helm-charts/celld-fleet, reconcilePeriode: 1m}\n", "unknown field"},
-		{"no kind", "- {group: celld.eric.dev, version: v1alpha1, chart: helm-charts/celld-fleet}\n", "version and kind are required"},
-		{"an empty file", "", "lists no kinds"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			fsys := fstest.MapFS{"watches.yaml": {Data: []byte(c.file)}}
-			if c.name == "the repository's file" {
-				data, err := readRepoFile("../../watches.yaml")
-				if err != nil {
-					t.Fatal(err)
-				}
-				fsys["watches.yaml"].Data = data
-			}
-			ws, err := LoadWatches(fsys, "watches.yaml")
-			if c.err == "" {
-				if err != nil || len(ws) != 1 || ws[0].Chart != FleetChart || ws[0].GroupVersionKind() != v1.GroupVersion.WithKind("CelldFleet") {
-					t.Fatalf("LoadWatches = %+v, %v", ws, err)
-				}
-				if !*ws[0].WatchDependentResources || ws[0].ReconcilePeriod == nil {
-					t.Errorf("defaults not applied: %+v", ws[0])
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Fatalf("LoadWatches error = %v; want one mentioning %q", err, c.err)
-			}
-		})
-	}
-}
 
 func TestRenderRefusesAnUnattestedNetworkPolicy(t *testing.T) {
 	f := loadSample(t, "../../config/samples/bucket.yaml")
@@ -61,7 +20,7 @@ func TestRenderRefusesAnUnattestedNetworkPolicy(t *testing.T) {
 }
 
 func TestTheSchemaRefusesUnknownValues(t *testing.T) {
-	r, err := NewRenderer(Watch{Chart: FleetChart, OverrideValues: map[string]string{"operator.surprise": "true"}})
+	r, err := NewRenderer(FleetChart, map[string]string{"operator.surprise": "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,5 +74,3 @@ func TestACachedRenderIsReusedAndIsTheCallersToModify(t *testing.T) {
 		t.Fatalf("a changed fleet was served from the cache (renders = %d)", r.renders)
 	}
 }
-
-func readRepoFile(path string) ([]byte, error) { return os.ReadFile(path) }

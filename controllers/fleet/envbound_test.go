@@ -7,7 +7,7 @@ import (
 	"time"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 // Admission bounds spec.env's literal values (v1.MaxEnvValuesTotal) so the reserved-tuning

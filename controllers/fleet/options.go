@@ -3,7 +3,7 @@ package fleet
 import (
 	"time"
 
-	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/controllers/watches"
 )
 
 // Options are the operator-wide settings of the reconciler, set from flags and from the
@@ -66,7 +66,7 @@ func DefaultOptions() Options {
 }
 
 // withWatch fills what the options leave unset from the CelldFleet watch, then the defaults.
-func (o Options) withWatch(w children.Watch) Options {
+func (o Options) withWatch(w watches.Watch) Options {
 	if o.RequeuePeriod == 0 && w.ReconcilePeriod != nil {
 		o.RequeuePeriod = w.ReconcilePeriod.Duration
 	}

@@ -6,27 +6,27 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/controllers/watches"
 )
 
 // TestWatchesYAMLSettingsAreHonoured: reconcilePeriod, maxConcurrentReconciles and
 // watchDependentResources of the CelldFleet watch reach the controller, and a flag overrides
 // them.
 func TestWatchesYAMLSettingsAreHonoured(t *testing.T) {
-	watch := children.Watch{ReconcilePeriod: &metav1.Duration{Duration: 3 * time.Minute}, MaxConcurrentReconciles: 7, WatchDependentResources: new(false)}
+	watch := watches.Watch{ReconcilePeriod: &metav1.Duration{Duration: 3 * time.Minute}, MaxConcurrentReconciles: 7, WatchDependentResources: new(false)}
 	for _, c := range []struct {
 		name    string
 		flags   func(*Options)
-		w       children.Watch
+		w       watches.Watch
 		resync  time.Duration
 		workers int
 		watch   bool
 		waiting time.Duration
 	}{
-		{"defaults", func(*Options) {}, children.Watch{}, DefaultResyncPeriod, DefaultMaxConcurrentReconciles, true, 30 * time.Second},
+		{"defaults", func(*Options) {}, watches.Watch{}, DefaultResyncPeriod, DefaultMaxConcurrentReconciles, true, 30 * time.Second},
 		{"watches.yaml", func(*Options) {}, watch, 3 * time.Minute, 7, false, 30 * time.Second},
 		{"flags override watches.yaml", func(o *Options) { o.RequeuePeriod, o.MaxConcurrentReconciles = time.Hour, 2 }, watch, time.Hour, 2, false, 30 * time.Second},
-		{"the waiting period never exceeds the resync", func(o *Options) { o.RequeuePeriod = 10 * time.Second }, children.Watch{}, 10 * time.Second, DefaultMaxConcurrentReconciles, true, 10 * time.Second},
+		{"the waiting period never exceeds the resync", func(o *Options) { o.RequeuePeriod = 10 * time.Second }, watches.Watch{}, 10 * time.Second, DefaultMaxConcurrentReconciles, true, 10 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := DefaultOptions()

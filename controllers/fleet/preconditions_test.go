@@ -24,9 +24,9 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	acv1 "github.com/celld/celld-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/reservation"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 // These tests prove what each of the operator's precondition-guarded or optimistic-lock

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/reservation"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 // These tests prove the reservation rules of previews (seed 000, storage reservation): a

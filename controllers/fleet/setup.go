@@ -25,11 +25,12 @@ import (
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/nscache"
 	"github.com/celld/celld-operator/controllers/predicates"
+	"github.com/celld/celld-operator/controllers/watches"
 )
 
 // Setup registers the CelldFleet controller with a manager. watches maps the CelldFleet GVK
 // to the embedded chart that renders its static children.
-func Setup(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, error) {
+func Setup(mgr ctrl.Manager, o Options, watches []watches.Watch) (*Reconciler, error) {
 	r, err := New(mgr, o, watches)
 	if err != nil {
 		return nil, err
@@ -145,7 +146,7 @@ func (r *Reconciler) fleetsOfStorageClass(ctx context.Context, obj client.Object
 // their children, direct reads where safety needs them, the chart renderer of the CelldFleet
 // watch and the event recorder. The CelldFleet entry of watches.yaml sets the resync period,
 // the workers and whether children are watched; Options override them when set.
-func New(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, error) {
+func New(mgr ctrl.Manager, o Options, watches []watches.Watch) (*Reconciler, error) {
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, err
@@ -153,7 +154,7 @@ func New(mgr ctrl.Manager, o Options, watches []children.Watch) (*Reconciler, er
 	var renderer *children.Renderer
 	for _, w := range watches {
 		if w.GroupVersionKind() == v1.GroupVersion.WithKind("CelldFleet") {
-			if renderer, err = children.NewRenderer(w); err != nil {
+			if renderer, err = children.NewRenderer(w.Chart, w.OverrideValues); err != nil {
 				return nil, err
 			}
 			o = o.withWatch(w)

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/workload"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current builders")

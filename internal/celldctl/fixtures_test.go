@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/reservation"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata")

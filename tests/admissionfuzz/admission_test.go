@@ -29,11 +29,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/fleet"
 	"github.com/celld/celld-operator/controllers/workload"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 	"github.com/celld/celld-operator/tests/apiserver"
 )
 

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/workload"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 // scc is the part of an OpenShift SecurityContextConstraints that can be checked against a Pod

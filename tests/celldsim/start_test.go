@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/workload"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 // syncBuffer is a log sink the test can read while the member writes.

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 	"github.com/celld/celld-operator/tests/chaos/schedule"
 )
 

@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/application"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 	"github.com/celld/celld-operator/tests/e2e/framework"
 	"github.com/celld/celld-operator/tests/localcluster"
 )

@@ -26,9 +26,10 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/celld/celld-operator/controllers/application"
-	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/fleet"
 	"github.com/celld/celld-operator/controllers/preview"
+	"github.com/celld/celld-operator/controllers/watches"
+	helmcharts "github.com/celld/celld-operator/helm-charts"
 	"github.com/celld/celld-operator/internal/opmetrics"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
@@ -87,7 +88,7 @@ func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDen
 		t.Fatalf("read the operator ConfigMap as main.go does: %v", err)
 	}
 
-	watches, err := children.LoadWatches(os.DirFS(root), "watches.yaml")
+	ws, err := watches.Load(os.DirFS(root), "watches.yaml", helmcharts.FS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func startOperator(ctx context.Context, t *testing.T, src *rbacSource, expectDen
 	if err := opmetrics.RegisterBuildInfo(crmetrics.Registry, "rbac-test"); err != nil {
 		t.Fatal(err)
 	}
-	r, err := fleet.New(mgr, operatorOptions(src), watches)
+	r, err := fleet.New(mgr, operatorOptions(src), ws)
 	if err != nil {
 		t.Fatalf("fleet.New: %v", err)
 	}

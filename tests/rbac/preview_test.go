@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/api/v1alpha1/corpus"
 	"github.com/celld/celld-operator/controllers/preview"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 // drivePreview follows a CelldPreview with op as the only operator: a parent with

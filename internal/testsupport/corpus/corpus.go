@@ -1,6 +1,3 @@
-// Package corpus is the shared set of valid and invalid CelldFleets that proves admission: the
-// pure test runs it through Validate, the API test through a real kube-apiserver, and both
-// must give the same verdict (and, for CEL rules, the same message).
 package corpus
 
 import (

@@ -1,14 +1,27 @@
-package children
+// Package watches reads the operator's watches.yaml: the primary kinds it reconciles and, for
+// each, the embedded chart that renders its static children. It knows the charts only through
+// the file system it is given (helmcharts.FS in the operator), not through the renderer.
+package watches
 
 import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"path"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 )
+
+// chartsDir is the repository directory the embedded chart file system mirrors; watches.yaml
+// names charts by their repository path (helm-charts/celld-fleet), the hybrid convention.
+const chartsDir = "helm-charts"
+
+// fleetChart is the watches.yaml chart path of the fleet chart, named in the error for an
+// empty file.
+const fleetChart = chartsDir + "/celld-fleet"
 
 // Watch is one watches.yaml entry: a primary kind and the embedded chart that renders its
 // static children. The fields follow the operator-sdk hybrid convention so the file reads the
@@ -36,11 +49,13 @@ func (w Watch) GroupVersionKind() schema.GroupVersionKind {
 	return schema.GroupVersionKind{Group: w.Group, Version: w.Version, Kind: w.Kind}
 }
 
-// LoadWatches reads a watches file from fsys (os.DirFS(".") for the working directory) and
-// checks it the way the operator needs it at start: every entry names a version, a kind and a
-// chart embedded in the binary, and no kind appears twice. Unknown fields are refused, so a
-// typo is an error rather than a silently ignored setting.
-func LoadWatches(fsys fs.FS, name string) ([]Watch, error) {
+// Load reads a watches file from fsys (os.DirFS(".") for the working directory) and checks it
+// the way the operator needs it at start: every entry names a version, a kind and a chart
+// embedded in the binary, and no kind appears twice. charts is the embedded chart file system
+// (helmcharts.FS), whose root mirrors the repository's helm-charts directory: an entry's chart
+// is embedded when charts holds its Chart.yaml. Unknown fields are refused, so a typo is an
+// error rather than a silently ignored setting.
+func Load(fsys fs.FS, name string, charts fs.FS) ([]Watch, error) {
 	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return nil, fmt.Errorf("read watches file %s: %w", name, err)
@@ -50,7 +65,7 @@ func LoadWatches(fsys fs.FS, name string) ([]Watch, error) {
 		return nil, fmt.Errorf("parse watches file %s: %w", name, err)
 	}
 	if len(bytes.TrimSpace(data)) == 0 || len(watches) == 0 {
-		return nil, fmt.Errorf("watches file %s lists no kinds; map celld.eric.dev/v1alpha1 CelldFleet to %s", name, FleetChart)
+		return nil, fmt.Errorf("watches file %s lists no kinds; map celld.eric.dev/v1alpha1 CelldFleet to %s", name, fleetChart)
 	}
 	seen := map[schema.GroupVersionKind]bool{}
 	for i := range watches {
@@ -66,7 +81,7 @@ func LoadWatches(fsys fs.FS, name string) ([]Watch, error) {
 		if w.Chart == "" {
 			return nil, fmt.Errorf("watches file %s: %s names no chart", name, gvk)
 		}
-		if _, err := embeddedDir(w.Chart); err != nil {
+		if err := embedded(charts, w.Chart); err != nil {
 			return nil, fmt.Errorf("watches file %s: %s: %w", name, gvk, err)
 		}
 		if w.WatchDependentResources == nil {
@@ -77,4 +92,18 @@ func LoadWatches(fsys fs.FS, name string) ([]Watch, error) {
 		}
 	}
 	return watches, nil
+}
+
+// embedded fails when the repository chart path is not under helm-charts/ or charts does not
+// carry that chart.
+func embedded(charts fs.FS, chartPath string) error {
+	clean := path.Clean(chartPath)
+	dir, ok := strings.CutPrefix(clean, chartsDir+"/")
+	if !ok || dir == "" || dir == "." {
+		return fmt.Errorf("chart %q is not under %s/; charts are embedded in the operator binary", chartPath, chartsDir)
+	}
+	if _, err := fs.Stat(charts, path.Join(dir, "Chart.yaml")); err != nil {
+		return fmt.Errorf("chart %q is not embedded in the operator binary (no %s/Chart.yaml); add it to the go:embed directive in %s/embed.go", chartPath, dir, chartsDir)
+	}
+	return nil
 }
