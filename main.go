@@ -31,7 +31,6 @@ import (
 	"github.com/celld/celld-operator/controllers/application"
 	"github.com/celld/celld-operator/controllers/fleet"
 	"github.com/celld/celld-operator/controllers/preview"
-	"github.com/celld/celld-operator/controllers/ssa"
 	"github.com/celld/celld-operator/controllers/upgradeable"
 	"github.com/celld/celld-operator/internal/opmetrics"
 )
@@ -145,9 +144,6 @@ func run(args []string) error {
 		return err
 	}
 	if err := v1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := ssa.AddToScheme(scheme); err != nil { // the children's typed apply of HTTPRoute
 		return err
 	}
 	cacheOpts := cache.Options{}

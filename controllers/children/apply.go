@@ -2,6 +2,7 @@ package children
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,7 +20,6 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/drift"
-	"github.com/celld/celld-operator/controllers/ssa"
 )
 
 // Applier writes rendered children with server-side apply under FieldOwner, refuses objects the
@@ -70,10 +70,12 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	var res Result
 	route, policy, core := splitRouting(f, objs)
 
-	// Read every core child first and refuse before the first write: a half-applied set would
-	// leave the fleet with, say, a policy but no Service. The core children do not depend on
-	// each other, so they are read, and then written, concurrently: a fleet's first pass waits
-	// for two round trips instead of one per child and request.
+	// Every core child is looked up in the cache first, and a foreign one there is refused
+	// before the first write. One the cache does not hold is created: the API server arbitrates
+	// the name, and a foreign object there answers AlreadyExists and is then read and refused
+	// (the children created beside it are the fleet's own and stay). The core children do not
+	// depend on each other, so they are written concurrently: a fleet's first pass waits for one
+	// round trip instead of one per child.
 	lives := make([]*unstructured.Unstructured, len(core))
 	if err := eachChild(ctx, core, func(ctx context.Context, i int, o *unstructured.Unstructured) (err error) {
 		lives[i], err = a.desiredLive(ctx, c, f, o.GroupVersionKind(), o.GetName())
@@ -82,17 +84,10 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 		return res, err
 	}
 	for i, o := range core {
-		live := lives[i]
-		if live == nil {
-			continue
-		}
-		if why := Foreign(live, f); why != "" {
-			obj := describe(live, o.GetKind())
-			msg := conflictMessage(o.GetKind(), f.Namespace, o.GetName(), why)
-			if f.Spec.Routing != nil && o.GetKind() == "Service" && o.GetName() == f.Name {
-				res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict, msg+"; the existing route and policy are kept"))
+		if live := lives[i]; live != nil {
+			if why := Foreign(live, f); why != "" {
+				return res, refuseCore(f, o, live, why, &res)
 			}
-			return res, &BlockedError{Reason: v1.ReasonInfrastructureBlocked, Object: obj, Message: msg}
 		}
 	}
 	each := make([]Result, len(core))
@@ -102,6 +97,9 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	for _, r := range each { // in rendering order, whatever order the writes finished in
 		res.Applied = append(res.Applied, r.Applied...)
 		res.Unchanged += r.Unchanged
+	}
+	if foreign := (*foreignError)(nil); errors.As(err, &foreign) {
+		return res, refuseCore(f, foreign.want, foreign.live, foreign.why, &res)
 	}
 	if err != nil {
 		return res, err
@@ -139,9 +137,10 @@ func eachChild(ctx context.Context, objs []*unstructured.Unstructured, do func(c
 	return nil
 }
 
-// desiredLive reads a child the chart renders. One the cache does not hold is the answer to
-// its creation when this applier created it moments ago (the cache has not delivered it yet),
-// or else is looked up in the API server before it is created.
+// desiredLive reads a child the chart renders from c. With a Direct reader (c then reads a
+// cache that holds only the fleet's labelled objects), one the cache does not hold is the
+// answer to its creation when this applier created it moments ago, or else nil: the create
+// that follows finds out whether anything is there.
 func (a *Applier) desiredLive(ctx context.Context, c client.Reader, f *v1.CelldFleet, gvk schema.GroupVersionKind, name string) (*unstructured.Unstructured, error) {
 	live, err := getLive(ctx, c, gvk, f.Namespace, name)
 	if err != nil || a.Direct == nil {
@@ -154,7 +153,39 @@ func (a *Applier) desiredLive(ctx context.Context, c client.Reader, f *v1.CelldF
 	if u, ok := a.created.Recent(gvk.Kind, f.Namespace, name, f.UID, time.Now()).(*unstructured.Unstructured); ok {
 		return u, nil
 	}
+	return nil, nil
+}
+
+// preflightLive is desiredLive that, for a child the cache does not hold, asks the API server:
+// the routing order must know whether the route is the fleet's before it writes the policy
+// that admits the route's traffic, so a foreign route is found before any write.
+func (a *Applier) preflightLive(ctx context.Context, c client.Reader, f *v1.CelldFleet, gvk schema.GroupVersionKind, name string) (*unstructured.Unstructured, error) {
+	live, err := a.desiredLive(ctx, c, f, gvk, name)
+	if live != nil || err != nil || a.Direct == nil {
+		return live, err
+	}
 	return getLive(ctx, a.Direct, gvk, f.Namespace, name)
+}
+
+// foreignError: a create found a foreign object at the child's name (AlreadyExists, and the
+// object read then is not the fleet's).
+type foreignError struct {
+	want, live *unstructured.Unstructured
+	why        string
+}
+
+func (e *foreignError) Error() string {
+	return conflictMessage(e.want.GetKind(), e.live.GetNamespace(), e.live.GetName(), e.why)
+}
+
+// refuseCore is the refusal of a foreign object at a core child's name: InfrastructureBlocked
+// naming it and, for the fleet's own Service of a routed fleet, ServiceConflict on routing.
+func refuseCore(f *v1.CelldFleet, want, live *unstructured.Unstructured, why string, res *Result) error {
+	msg := conflictMessage(want.GetKind(), f.Namespace, want.GetName(), why)
+	if f.Spec.Routing != nil && want.GetKind() == "Service" && want.GetName() == f.Name {
+		res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict, msg+"; the existing route and policy are kept"))
+	}
+	return &BlockedError{Reason: v1.ReasonInfrastructureBlocked, Object: describe(live, want.GetKind()), Message: msg}
 }
 
 // splitRouting separates the route and its policy (which follow the routing order) from the
@@ -179,33 +210,45 @@ func isKind(gvk schema.GroupVersionKind) func(*unstructured.Unstructured) bool {
 	return func(u *unstructured.Unstructured) bool { return u.GroupVersionKind() == gvk }
 }
 
-// apply converges one owned child on its rendering. A missing child is created by server-side
-// apply under FieldOwner, through the typed apply configuration of its kind where one exists
-// (ssa.FromUnstructured). A live child is compared by content with what the API server would
-// store for the rendering (drift.Detector), so a hand edit of any field the operator renders is
-// seen whatever its shape (a key added inside a list item, an extra port range) and a value the
-// server defaults is not; a drifted child is replaced by an update carrying the read's
-// resourceVersion, which also removes fields other managers added. An unchanged child costs no
-// request once verified, so a settled fleet performs no write.
+// apply converges one owned child on its rendering. A child nobody has seen is created (POST)
+// under FieldOwner with strict field validation, so a rendering with a field the API does not
+// know fails loudly instead of losing it; AlreadyExists means the cache has not delivered it
+// or it is somebody else's, which the read that follows tells apart (a *foreignError). A live
+// child is compared by content with what the API server would store for the rendering
+// (drift.Detector), so a hand edit of any field the operator renders is seen whatever its
+// shape (a key added inside a list item, an extra port range) and a value the server defaults
+// is not; a drifted child is replaced by an update carrying the read's resourceVersion, which
+// also removes fields other managers added. An unchanged child costs no request once
+// verified, so a settled fleet performs no write.
 func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, want, live *unstructured.Unstructured, res *Result) error {
 	kind := want.GetKind()
 	if live == nil {
-		cfg, err := ssa.FromUnstructured(want)
-		if err == nil {
-			err = c.Apply(ctx, cfg, client.FieldOwner(FieldOwner), client.ForceOwnership)
-		}
-		if err != nil {
-			return fmt.Errorf("create %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
-		}
-		logMutation(ctx, f, "create", kind+"/"+want.GetName(), "the chart renders it and it did not exist")
-		// Children are read back unstructured, so the answer is remembered in that form; one that
-		// cannot be converted is not remembered, and the next pass compares by dry-run instead.
-		if obj, err := ssa.Answer(cfg); err == nil {
+		obj := want.DeepCopy()
+		err := c.Create(ctx, obj, client.FieldOwner(FieldOwner), client.FieldValidation(metav1.FieldValidationStrict))
+		switch {
+		case err == nil:
+			logMutation(ctx, f, "create", kind+"/"+want.GetName(), "the chart renders it and it did not exist")
 			a.drift.Written(owner(f), drift.Merge(obj, want, staleAnnotations(want, obj)...), obj)
 			a.created.Remember(owner(f), kind, obj, time.Now())
+			res.Applied = append(res.Applied, kind+"/"+want.GetName())
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("create %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
 		}
-		res.Applied = append(res.Applied, kind+"/"+want.GetName())
-		return nil
+		var read client.Reader = c
+		if a.Direct != nil {
+			read = a.Direct
+		}
+		if live, err = getLive(ctx, read, want.GroupVersionKind(), want.GetNamespace(), want.GetName()); err != nil {
+			return err
+		}
+		if live == nil { // deleted since the create found it: the next pass creates it
+			res.Requeue = true
+			return nil
+		}
+		if why := Foreign(live, f); why != "" {
+			return &foreignError{want: want, live: live, why: why}
+		}
 	}
 	merged := drift.Merge(live, want, staleAnnotations(want, live)...)
 	// An earlier release set the fleet as controller; that reference lets the garbage collector

@@ -9,9 +9,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,8 +22,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/controllers/drift"
-	"github.com/celld/celld-operator/controllers/ssa"
 )
 
 var testRenderer = func() *Renderer {
@@ -118,8 +118,8 @@ func TestApplyCreatesEveryChildLabelledWithOneFieldManagerAndASettledFleetWrites
 			t.Errorf("%s has no managed fields", w)
 		}
 		for _, m := range u.GetManagedFields() {
-			if m.Manager != FieldOwner || m.Operation != metav1.ManagedFieldsOperationApply {
-				t.Errorf("%s has field manager %s (%s); every child must be written only by server-side apply as %s", w, m.Manager, m.Operation, FieldOwner)
+			if m.Manager != FieldOwner {
+				t.Errorf("%s has field manager %s (%s); every child must be written only as %s", w, m.Manager, m.Operation, FieldOwner)
 			}
 		}
 	}
@@ -180,6 +180,97 @@ func TestAForeignSameNamedServiceIsRefusedAndLeftUntouched(t *testing.T) {
 	after := mustExist(t, c, gvkService, ns, f.Name)
 	if after.GetResourceVersion() != svc.ResourceVersion || after.GetLabels()[v1.LabelFleetUID] != "" {
 		t.Errorf("the foreign Service was changed")
+	}
+}
+
+// emptyCache reads like a namespace cache that holds none of the fleet's objects yet (a new
+// fleet, or an unlabelled object the cache never holds) and writes to the API server.
+type emptyCache struct{ *countingClient }
+
+func (emptyCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(schema.GroupResource{Resource: fmt.Sprintf("%T", obj)}, key.Name)
+}
+
+// readCounter counts the reads of the API server the applier makes and the 404s among them.
+type readCounter struct {
+	client.Reader
+	reads, missing atomic.Int64
+}
+
+func (r *readCounter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.reads.Add(1)
+	err := r.Reader.Get(ctx, key, obj, opts...)
+	if apierrors.IsNotFound(err) {
+		r.missing.Add(1)
+	}
+	return err
+}
+
+// TestANewFleetsChildrenAreCreatedWithoutReadingWhatIsNotThere: with a cache that does not
+// hold them, every child is created straight away (no read of the API server, so no 404); a
+// foreign unlabelled Service at the fleet's name, which no cache of the fleet's objects can
+// show, is found by its create (AlreadyExists), read once, named and left untouched.
+func TestANewFleetsChildrenAreCreatedWithoutReadingWhatIsNotThere(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	objs := func(f *v1.CelldFleet) []*unstructured.Unstructured {
+		out, err := testRenderer.Render(f, testFacts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	f := fleetIn(t, "bucket", ns)
+	direct := &readCounter{Reader: c}
+	a := &Applier{Direct: direct}
+	res, err := a.Apply(context.Background(), emptyCache{&countingClient{Client: c}}, f, objs(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) != len(objs(f)) {
+		t.Errorf("created %v; want every rendered child", res.Applied)
+	}
+	if n := direct.reads.Load(); n != 0 {
+		t.Errorf("creating a new fleet's children read the API server %d times (%d of them 404); it must read nothing", n, direct.missing.Load())
+	}
+
+	g := fleetIn(t, "routing-ingress", ns)
+	g.Name = "taken"
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: g.Name, Namespace: ns, Labels: map[string]string{"app": "someone-else"}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+	if err := c.Create(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	direct = &readCounter{Reader: c}
+	a = &Applier{Direct: direct}
+	writes := &countingClient{Client: c}
+	res, err = a.Apply(context.Background(), emptyCache{writes}, g, objs(g))
+	var blocked *BlockedError
+	if !errors.As(err, &blocked) || blocked.Reason != v1.ReasonInfrastructureBlocked || !strings.Contains(blocked.Message, "Service "+ns+"/"+g.Name) {
+		t.Fatalf("apply over a foreign Service returned %v; want InfrastructureBlocked naming Service %s/%s", err, ns, g.Name)
+	}
+	if res.Routing == nil || res.Routing.Reason != v1.ReasonServiceConflict {
+		t.Errorf("RoutingReady = %+v; want ServiceConflict", res.Routing)
+	}
+	if n, m := direct.reads.Load(), direct.missing.Load(); n != 1 || m != 0 {
+		t.Errorf("the conflict cost %d reads, %d of them 404; want exactly the one read of the object its create found", n, m)
+	}
+	after := mustExist(t, c, gvkService, ns, g.Name)
+	if after.GetResourceVersion() != svc.ResourceVersion || after.GetLabels()[v1.LabelFleetUID] != "" {
+		t.Errorf("the foreign Service was changed")
+	}
+	if slices.Contains(res.Applied, "Service/"+g.Name) {
+		t.Errorf("the foreign Service is reported applied: %v", res.Applied)
+	}
+
+	// The fleet's own children, which a lagging cache does not show yet, are converged, not
+	// refused: their creates find them, and the read shows they are the fleet's.
+	res, err = (&Applier{Direct: c}).Apply(context.Background(), emptyCache{&countingClient{Client: c}}, f, objs(f))
+	if err != nil || res.Writes() != 0 || res.Unchanged != len(objs(f)) {
+		t.Errorf("a pass over the fleet's own uncached children returned %+v, %v; want every child unchanged", res, err)
 	}
 }
 
@@ -246,15 +337,15 @@ func TestMeshWithoutIstioAppliesTheRestAndBlocks(t *testing.T) {
 	}
 }
 
-// TestEveryRenderedChildIsAppliedTypedAndExactlyAsRendered: every child of every golden render
-// becomes the typed apply configuration of its kind (the Istio kinds excepted, see
-// ssa.ForKind), and that configuration sends exactly the rendering, so typing the apply
-// changes nothing the field manager owns.
-func TestEveryRenderedChildIsAppliedTypedAndExactlyAsRendered(t *testing.T) {
+// TestEveryRenderedChildIsCreatedExactlyAsRendered: every kind the chart can render is created
+// under strict field validation, so a rendered field the API does not know fails the create
+// instead of being dropped, and the stored object carries every rendered field as rendered.
+func TestEveryRenderedChildIsCreatedExactlyAsRendered(t *testing.T) {
 	goldens, err := filepath.Glob("testdata/golden/*.yaml")
 	if err != nil || len(goldens) == 0 {
 		t.Fatalf("no golden renders: %v", err)
 	}
+	c := apiServer(t)
 	kinds := map[string]bool{}
 	for _, path := range goldens {
 		raw, err := os.ReadFile(path)
@@ -274,20 +365,15 @@ func TestEveryRenderedChildIsAppliedTypedAndExactlyAsRendered(t *testing.T) {
 				t.Fatalf("%s: %v", path, err)
 			}
 			id := fmt.Sprintf("%s: %s %s", filepath.Base(path), want.GetKind(), want.GetName())
-			cfg, err := ssa.FromUnstructured(want)
-			if err != nil {
+			want.SetNamespace(newNamespace(t, c))
+			got := want.DeepCopy()
+			if err := c.Create(context.Background(), got, client.FieldOwner(FieldOwner), client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
 				t.Fatalf("%s: %v", id, err)
 			}
-			typed := reflect.TypeOf(cfg) == reflect.TypeOf(ssa.ForKind(want.GroupVersionKind()))
-			if istio := want.GroupVersionKind().Group == gvkAuthorizationPolicy.Group; typed == istio {
-				t.Errorf("%s is applied as %T; only the Istio kinds may be applied untyped", id, cfg)
-			}
-			got, err := ssa.Answer(cfg) // before an Apply: the request, as it is sent
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := drift.Diff(want.Object, got.Object); len(diff) > 0 {
-				t.Errorf("%s: the apply would not send the rendering: %v", id, diff)
+			// What the server added (defaults, identity) is "+"; a rendered field lost or changed
+			// is "-" or "~".
+			if lost := notKept("", want.Object, got.Object); len(lost) > 0 {
+				t.Errorf("%s: the stored object lost or changed rendered fields: %v", id, lost)
 			}
 			kinds[want.GetKind()] = true
 		}
@@ -295,6 +381,43 @@ func TestEveryRenderedChildIsAppliedTypedAndExactlyAsRendered(t *testing.T) {
 	if len(kinds) != len(pruneKinds)+len(routeKinds) {
 		t.Errorf("the goldens render %v; every kind the chart can render must be covered", kinds)
 	}
+	// The validation is strict: a field the API does not know is refused, not dropped.
+	bad := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": "strict", "namespace": newNamespace(t, c)},
+		"spec":     map[string]any{"ports": []any{map[string]any{"port": int64(80)}}, "portz": "typo"}}}
+	if err := c.Create(context.Background(), bad, client.FieldOwner(FieldOwner), client.FieldValidation(metav1.FieldValidationStrict)); err == nil || !strings.Contains(err.Error(), "portz") {
+		t.Errorf("a create with an unknown field returned %v; want a strict-validation refusal naming it", err)
+	}
+}
+
+// notKept names the paths of want whose value got does not hold (got may hold more: defaults).
+func notKept(path string, want, got any) []string {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return []string{path}
+		}
+		var out []string
+		for k, v := range w {
+			out = append(out, notKept(path+"."+k, v, g[k])...)
+		}
+		return out
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return []string{path}
+		}
+		var out []string
+		for i := range w {
+			out = append(out, notKept(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+		}
+		return out
+	}
+	if !reflect.DeepEqual(want, got) {
+		return []string{path}
+	}
+	return nil
 }
 
 // TestACreatedChildIsRememberedAsItsRenderingSoTheNextPassAsksNothing: the API server's answer

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/controllers/ssa"
 	"github.com/celld/celld-operator/tests/apiserver"
 )
 
@@ -28,7 +27,7 @@ import (
 // Istio's security CRDs installed, started on first use so the pure tests stay fast, and stopped
 // by TestMain.
 var env = apiserver.Shared{Dirs: []string{"controllers/children/testdata/crds"},
-	Schemes: []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, ssa.AddToScheme}}
+	Schemes: []func(*runtime.Scheme) error{clientgoscheme.AddToScheme}}
 
 func TestMain(m *testing.M) {
 	log.SetLogger(logr.Discard()) // the applier logs its writes; tests read results instead

@@ -2,6 +2,7 @@ package children
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -32,7 +33,7 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 	var liveRoute, livePolicy *unstructured.Unstructured
 	var err error
 	if route != nil {
-		if liveRoute, err = a.desiredLive(ctx, c, f, route.GroupVersionKind(), name); err != nil {
+		if liveRoute, err = a.preflightLive(ctx, c, f, route.GroupVersionKind(), name); err != nil {
 			return err
 		}
 		if liveRoute != nil {
@@ -104,10 +105,18 @@ func (a *Applier) routing(ctx context.Context, c client.Client, f *v1.CelldFleet
 		}
 		return nil
 	}
-	if err := a.apply(ctx, c, f, policy, livePolicy, res); err != nil {
-		return err
+	for _, o := range []struct{ want, live *unstructured.Unstructured }{{policy, livePolicy}, {route, liveRoute}} {
+		var foreign *foreignError
+		if err := a.apply(ctx, c, f, o.want, o.live, res); errors.As(err, &foreign) {
+			// Found by its create: a foreign object the cache could not show. Routing is left
+			// unchanged from here; the fleet itself is not blocked.
+			res.Routing = new(routingCondition(f, metav1.ConditionFalse, v1.ReasonServiceConflict, foreign.Error()+"; routing is left unchanged"))
+			return nil
+		} else if err != nil {
+			return err
+		}
 	}
-	return a.apply(ctx, c, f, route, liveRoute, res)
+	return nil
 }
 
 // InvalidRouting is RoutingReady of a fleet whose spec.routing failed validation (stored by an

@@ -19,9 +19,12 @@ import (
 )
 
 // observe reads the workload, the fleet's Pods and its claims once for the whole pass, from
-// the namespace's cache. The cache holds only labelled workloads, so when it has none the API
-// server is asked (unless this reconciler has just created it): a workload somebody else
-// created at the fleet's name must be seen, or the create that follows would apply onto it.
+// the namespace's cache. The cache holds only labelled workloads. One it does not hold is the
+// answer to this reconciler's own creation moments ago, if there was one; otherwise the pass
+// goes on as if there were none, and the create that follows is the API server's arbitration:
+// a workload somebody else created at the fleet's name answers it AlreadyExists and is then
+// read and refused (statefulSet, deployment). Only a fleet being deleted asks the API server
+// first, since its deletion must not take a workload the cache has not delivered for gone.
 func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	s.reservationName = reservation.Name(f.Spec.Storage.Bucket, f.Spec.Storage.Prefix)
@@ -99,10 +102,13 @@ func (r *Reconciler) readMembers(ctx context.Context, s *scope, c client.Reader)
 }
 
 // uncachedWorkload finds the workload the cache does not hold: the answer to this reconciler's
-// own creation moments ago, which the cache has not delivered yet, or else whatever the API
-// server has at the fleet's name.
+// own creation moments ago, which the cache has not delivered yet, or, for a fleet being
+// deleted, whatever the API server has at the fleet's name.
 func (r *Reconciler) uncachedWorkload(ctx context.Context, s *scope) error {
 	if s.takeWorkload(r.created.Recent(layoutKind(s), s.key.Namespace, s.key.Name, s.fleet.UID, r.now())) {
+		return nil
+	}
+	if s.fleet.DeletionTimestamp == nil {
 		return nil
 	}
 	return r.readWorkload(ctx, s, r.Direct)

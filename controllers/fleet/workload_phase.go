@@ -3,19 +3,17 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/lifecycle"
-	"github.com/celld/celld-operator/controllers/ssa"
 	"github.com/celld/celld-operator/controllers/workload"
 )
 
@@ -92,11 +90,7 @@ func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
 	s.uncertain()
 	desired.Spec.Replicas = new(next)
 	if s.sts == nil {
-		if err := r.create(ctx, s, desired); err != nil {
-			return true, err
-		}
-		s.find.Created = true
-		return true, nil
+		return r.create(ctx, s, desired)
 	}
 	want.Spec.Replicas = new(next)
 	applied := lifecycle.ReplicasOf(s.sts.Spec.Replicas)
@@ -118,11 +112,7 @@ func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
 	}
 	desired := workload.Deployment(f, r.workloadOptions(s), f.DesiredReplicas())
 	if s.deploy == nil {
-		if err := r.create(ctx, s, desired); err != nil {
-			return true, err
-		}
-		s.find.Created = true
-		return true, nil
+		return r.create(ctx, s, desired)
 	}
 	d := s.deploy
 	want := deploymentUpdate(d, desired)
@@ -214,82 +204,69 @@ func deploymentUpdate(live, desired *appsv1.Deployment) *appsv1.Deployment {
 	return want
 }
 
-// create creates a workload by server-side apply, so the operator's field manager owns it
-// from the first write.
-func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object) error {
-	cfg, err := applyConfiguration(desired)
-	if err == nil {
-		err = r.Direct.Apply(ctx, cfg, client.FieldOwner(FieldOwner), client.ForceOwnership)
+// create creates the workload (POST) and ends the pass. The API server arbitrates the name: a
+// workload already there, which the cache did not hold, answers AlreadyExists and is read; one
+// the fleet does not own is refused (LifecycleBlocked, as any foreign workload), and the
+// fleet's own, which the cache has not delivered yet, is left for the next pass, a second from
+// now. Nothing is read before the create, so a new fleet costs no read of what is not there.
+func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object) (bool, error) {
+	obj := desired.DeepCopyObject().(client.Object)
+	err := r.Direct.Create(ctx, obj, client.FieldOwner(FieldOwner), client.FieldValidation(metav1.FieldValidationStrict))
+	if apierrors.IsAlreadyExists(err) {
+		live := desired.DeepCopyObject().(client.Object)
+		if err := r.Direct.Get(ctx, s.key, live); err != nil {
+			if apierrors.IsNotFound(err) { // deleted since: the next pass creates it
+				s.soon = time.Second
+				return true, nil
+			}
+			return true, fmt.Errorf("read %s %s after its create found it: %w", kindOf(desired), s.key, err)
+		}
+		if r.ownedWorkload(s, live) {
+			s.soon = time.Second // ours, not in the cache yet
+		}
+		return true, nil
 	}
 	if err != nil {
-		return fmt.Errorf("create %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
+		return true, fmt.Errorf("create %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
 	}
 	logMutation(ctx, s, "create", kindOf(desired)+"/"+desired.GetName(), "the fleet has no workload")
 	// The pass reports the workload it created: its first status already carries the applied
 	// count, rather than a status write without it and another once the cache has it.
-	s.takeWorkload(r.rememberCreated(s.key, desired, cfg))
-	return nil
+	s.takeWorkload(r.rememberCreated(s.key, desired, obj))
+	s.find.Created = true
+	return true, nil
 }
 
-// rememberCreated records the API server's answer to a workload's creation (Apply decodes it
-// into cfg): as the rendering, as converge does for an update, so the pass that first reads
-// the new workload sends no dry-run to compare it; and as the workload itself until the cache
-// delivers it (drift.Answers). It returns the workload as stored, nil without a usable
-// answer (the next pass then asks the server, as it would anyway).
-func (r *Reconciler) rememberCreated(key types.NamespacedName, desired client.Object, cfg runtime.ApplyConfiguration) client.Object {
-	answer, err := ssa.Answer(cfg)
-	if err != nil {
+// rememberCreated records the API server's answer to a workload's creation, stored: as the
+// rendering, as converge does for an update, so the pass that first reads the new workload
+// sends no dry-run to compare it; and as the workload itself until the cache delivers it
+// (drift.Answers). It returns the workload as stored, nil without a usable answer (the next
+// pass then finds it in the cache, or creates and reads it).
+func (r *Reconciler) rememberCreated(key types.NamespacedName, desired, stored client.Object) client.Object {
+	if stored.GetUID() == "" {
 		return nil
 	}
-	var stored client.Object
 	switch d := desired.(type) {
 	case *appsv1.StatefulSet:
-		sts := &appsv1.StatefulSet{}
-		if !fromAnswer(answer, sts) {
+		sts, ok := stored.(*appsv1.StatefulSet)
+		if !ok {
 			return nil
 		}
-		// The answer to an apply is JSON, in which the API server gives every claim template
+		// The answer is decoded from JSON, in which the API server gives every claim template
 		// an apiVersion and kind; the cache's reads carry none, and the two would differ.
 		for i := range sts.Spec.VolumeClaimTemplates {
 			sts.Spec.VolumeClaimTemplates[i].TypeMeta = metav1.TypeMeta{}
 		}
 		r.Drift.Written(key, statefulSetUpdate(sts, d), sts)
-		stored = sts
 	case *appsv1.Deployment:
-		deploy := &appsv1.Deployment{}
-		if !fromAnswer(answer, deploy) {
+		deploy, ok := stored.(*appsv1.Deployment)
+		if !ok {
 			return nil
 		}
 		r.Drift.Written(key, deploymentUpdate(deploy, d), deploy)
-		stored = deploy
 	default:
 		return nil
 	}
 	r.created.Remember(key, kindOf(stored), stored, r.now())
 	return stored
-}
-
-// fromAnswer decodes the API server's answer into stored and says whether it is a stored
-// object (it has a UID).
-func fromAnswer(answer *unstructured.Unstructured, stored client.Object) bool {
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(answer.Object, stored) == nil && stored.GetUID() != ""
-}
-
-// applyConfiguration is client-go's typed apply configuration of a rendered workload.
-func applyConfiguration(obj client.Object) (runtime.ApplyConfiguration, error) {
-	switch o := obj.(type) {
-	case *appsv1.StatefulSet:
-		cfg, err := ssa.Into(o, &appsv1ac.StatefulSetApplyConfiguration{})
-		if err != nil {
-			return nil, err
-		}
-		return cfg.WithKind("StatefulSet").WithAPIVersion("apps/v1"), nil
-	case *appsv1.Deployment:
-		cfg, err := ssa.Into(o, &appsv1ac.DeploymentApplyConfiguration{})
-		if err != nil {
-			return nil, err
-		}
-		return cfg.WithKind("Deployment").WithAPIVersion("apps/v1"), nil
-	}
-	return nil, fmt.Errorf("no apply configuration for %T", obj)
 }

@@ -88,26 +88,41 @@ var _ = Describe("Bucket fleets", func() {
 		expectNoOperatorDeletes(ns, "an Ordered contraction")
 	})
 
-	It("never converts or adopts a workload of the other layout at the fleet's name", func(ctx context.Context) {
+	It("never adopts a workload somebody else created at its name, nor converts one of the other layout", func(ctx context.Context) {
+		foreignTemplate := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "example.invalid/x"}}}}
+		selector := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}
+
+		By("an unlabelled StatefulSet at the name, which no cache of the fleet's objects holds: found by the create, refused, untouched")
+		const taken = "bt"
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: taken},
+			Spec: appsv1.StatefulSetSpec{Replicas: new(int32(0)), Selector: selector, Template: foreignTemplate}}
+		Expect(kube().Create(ctx, sts)).To(Succeed())
+		Expect(kube().Create(ctx, bucketFleet(ns, taken, 3, v1.BucketWorkloadOrdered))).To(Succeed())
+		framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
+			g.Expect(condition(ctx, ns, taken, v1.ConditionBlocked)).To(Equal("True/" + v1.ReasonLifecycleBlocked))
+			g.Expect(conditionMessage(getFleet(ctx, ns, taken), v1.ConditionBlocked)).To(ContainSubstring("StatefulSet %s/%s", ns, taken))
+		}).Should(Succeed())
+		got := statefulSetOf(ctx, ns, taken)
+		Expect(got.Generation).To(Equal(sts.Generation), "the foreign StatefulSet's spec is untouched")
+		Expect(got.Labels).NotTo(HaveKey(v1.LabelFleetUID), "the foreign StatefulSet is not adopted")
+
+		By("a Deployment another fleet of the same name left: the layout is never converted")
 		const name = "bx"
-		foreign := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: new(int32(0)),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
-					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "example.invalid/x"}}}},
-			},
+		left := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{v1.LabelFleetUID: "an-earlier-fleet"}},
+			Spec:       appsv1.DeploymentSpec{Replicas: new(int32(0)), Selector: selector, Template: foreignTemplate},
 		}
-		Expect(kube().Create(ctx, foreign)).To(Succeed())
+		Expect(kube().Create(ctx, left)).To(Succeed())
 		Expect(kube().Create(ctx, bucketFleet(ns, name, 3, v1.BucketWorkloadOrdered))).To(Succeed())
 		framework.EventuallyWithin(ctx, framework.Medium, func(g Gomega) {
 			g.Expect(condition(ctx, ns, name, v1.ConditionBlocked)).To(Equal("True/" + v1.ReasonLifecycleBlocked))
+			g.Expect(conditionMessage(getFleet(ctx, ns, name), v1.ConditionBlocked)).To(ContainSubstring("runs as a StatefulSet"))
 		}).Should(Succeed())
-		Expect(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &appsv1.StatefulSet{})).NotTo(Succeed(), "no StatefulSet beside the foreign Deployment")
-		got := deployment(ctx, name)
-		Expect(got.Generation).To(Equal(foreign.Generation), "the foreign Deployment's spec is untouched")
-		Expect(got.Labels).NotTo(HaveKey(v1.LabelFleetUID), "the foreign Deployment is not adopted")
+		Expect(kube().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &appsv1.StatefulSet{})).NotTo(Succeed(), "no StatefulSet beside the other layout's Deployment")
+		d := deployment(ctx, name)
+		Expect(d.Generation).To(Equal(left.Generation), "the Deployment's spec is untouched")
+		Expect(d.Labels).To(HaveKeyWithValue(v1.LabelFleetUID, "an-earlier-fleet"), "the Deployment is not adopted")
 	})
 
 	It("deletes the workload and the finalizer; the reservation stays", func(ctx context.Context) {

@@ -26,10 +26,10 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/application"
-	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/fleet"
 	"github.com/celld/celld-operator/controllers/preview"
-	"github.com/celld/celld-operator/controllers/ssa"
+	"github.com/celld/celld-operator/controllers/watches"
+	helmcharts "github.com/celld/celld-operator/helm-charts"
 	"github.com/celld/celld-operator/tests/e2e/framework"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
@@ -74,16 +74,15 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1.AddToScheme(scheme)
-	_ = ssa.AddToScheme(scheme) // as main.go: the children's typed apply of an HTTPRoute
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		return err
 	}
-	watches, err := children.LoadWatches(os.DirFS(filepath.Join("..", "..")), "watches.yaml")
+	ws, err := watches.Load(os.DirFS(filepath.Join("..", "..")), "watches.yaml", helmcharts.FS)
 	if err != nil {
 		return err
 	}
-	r, err := fleet.New(mgr, e2eOptions, watches)
+	r, err := fleet.New(mgr, e2eOptions, ws)
 	if err != nil {
 		return err
 	}
@@ -239,6 +238,10 @@ type writeRecord struct {
 	// Paused: a fleet of the namespace was paused when the operator sent a workload write or a
 	// member delete. The safety monitor refuses every such record.
 	Paused bool `json:"paused,omitempty"`
+	// Status is the answer's HTTP status of a read (0 when the request failed).
+	Status int `json:"status,omitempty"`
+	// Name is the name of the object a create (POST to the collection) sent.
+	Name string `json:"name,omitempty"`
 }
 
 // writeJournal records every write request of the operator (POST, PUT, PATCH, DELETE) in
@@ -257,19 +260,44 @@ func (w writeJournal) RoundTrip(req *http.Request) (*http.Response, error) {
 	watch := req.URL.Query().Get("watch") == "true"
 	if !write && !watch && !strings.Contains(req.URL.Path, "/leases/") {
 		// Every read that is not a long-lived watch: a settled fleet must cost none.
-		line, _ := json.Marshal(writeRecord{Method: req.Method, Path: req.URL.Path, At: time.Now()})
+		rec := writeRecord{Method: req.Method, Path: req.URL.Path, At: time.Now()}
+		if err == nil {
+			rec.Status = resp.StatusCode
+		}
+		line, _ := json.Marshal(rec)
 		journalMu.Lock()
 		_, _ = logFile("operator-reads.jsonl").Write(append(line, '\n'))
 		journalMu.Unlock()
 	}
 	if write && err == nil && resp.StatusCode < 300 && !strings.Contains(req.URL.Path, "/leases/") {
-		rec := writeRecord{Method: req.Method, Path: req.URL.Path, Manager: req.URL.Query().Get("fieldManager"), At: time.Now(), Paused: paused}
+		rec := writeRecord{Method: req.Method, Path: req.URL.Path, Manager: req.URL.Query().Get("fieldManager"), At: time.Now(), Paused: paused, Name: createdName(req)}
 		line, _ := json.Marshal(rec)
 		journalMu.Lock()
 		_, _ = logFile("operator-writes.jsonl").Write(append(line, '\n'))
 		journalMu.Unlock()
 	}
 	return resp, err
+}
+
+// createdName is the metadata.name a POST sends, "" for any other request.
+func createdName(req *http.Request) string {
+	if req.Method != http.MethodPost || req.GetBody == nil {
+		return ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer body.Close()
+	var obj struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	if json.NewDecoder(body).Decode(&obj) != nil {
+		return ""
+	}
+	return obj.Metadata.Name
 }
 
 // lifecycleWrite: a write a paused fleet must never receive from the operator: a workload spec

@@ -39,9 +39,9 @@ var _ = Describe("PersistentFleet lifecycle", func() {
 		GinkgoWriter.Printf("operator writes from creation to Ready of a 3-member fleet: %d\n", len(writes))
 		perObject := map[string]int{}
 		for _, w := range writes {
-			GinkgoWriter.Printf("  %s %s\n", w.Method, w.Path)
+			GinkgoWriter.Printf("  %s %s %s\n", w.Method, w.Path, w.Name)
 			if !strings.HasSuffix(w.Path, "/status") {
-				perObject[w.Path]++
+				perObject[w.Path+"/"+w.Name]++ // a create is sent to its collection, and names the object in its body
 			}
 		}
 		for path, n := range perObject {
@@ -54,6 +54,24 @@ var _ = Describe("PersistentFleet lifecycle", func() {
 			}
 		}
 		Expect(dryRuns).To(BeEmpty(), "objects the operator created are compared with the answers to their creation, not by dry-run")
+		// No read of what is not there: the creates are the API server's arbitration of the
+		// names, so nothing is read before them, and no read is answered 404. (Lists are the
+		// namespace cache's start, once per namespace, not per fleet.)
+		var gets, missing []string
+		for _, r := range operatorReads(ns, start) {
+			if r.Method != http.MethodGet {
+				continue
+			}
+			if r.Status == http.StatusNotFound {
+				missing = append(missing, r.Path)
+			}
+			if _, rest, _ := strings.Cut(r.Path, "/namespaces/"+ns+"/"); strings.Count(rest, "/") >= 1 {
+				gets = append(gets, r.Path)
+			}
+		}
+		AddReportEntry("object reads from creation to Ready", len(gets))
+		Expect(missing).To(BeEmpty(), "the operator read objects that did not exist")
+		Expect(len(gets)).To(BeNumerically("<=", 3), "object reads from creation to Ready: %v", gets)
 
 		zones := map[string]bool{}
 		for i := range 3 {

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/controllers/ssa"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
 
@@ -47,7 +46,6 @@ func run(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.WriteTo(globalLog)))
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = v1.AddToScheme(scheme)
-	_ = ssa.AddToScheme(scheme) // as main.go: the children's typed apply of an HTTPRoute
 	_ = apiextensionsv1.AddToScheme(scheme)
 
 	dir, err := os.MkdirTemp("", "celld-rbac-")
