@@ -46,6 +46,7 @@ const minReplacementDelay = time.Minute
 type options struct {
 	metrics                    opmetrics.Serving
 	probeAddr                  string
+	pprofAddr                  string
 	leaderElect, showVersion   bool
 	watchesFile                string
 	storageProvisioners        string
@@ -80,6 +81,7 @@ func parseWith(args []string, getenv func(string) string, cm *configSource) (*op
 	fs.BoolVar(&o.metrics.Secure, "metrics-secure", true, "serve metrics over HTTPS to requests whose bearer token may get /metrics (TokenReview and SubjectAccessReview; the ClusterRole "+opmetrics.ReaderClusterRole+"); false serves plain HTTP to anyone: local runs only, never in a cluster")
 	fs.StringVar(&o.metrics.CertDir, "metrics-cert-dir", "", "directory holding tls.crt and tls.key for the metrics endpoint (reloaded on change); empty or missing files: a self-signed certificate")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8082", "address of /healthz and /readyz")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints (\"127.0.0.1:8085\"), for profiling; empty disables them. Never expose it outside the Pod")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect one active operator replica through a Lease in --operator-namespace")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	fs.StringVar(&o.watchesFile, "watches-file", "", "watches.yaml mapping GVKs to charts; empty uses the embedded file")
@@ -159,6 +161,7 @@ func run(args []string) error {
 		Cache:                         cacheOpts,
 		Metrics:                       opmetrics.ServerOptions(o.metrics),
 		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              "celld-operator.celld.eric.dev",
 		LeaderElectionNamespace:       o.fleet.OperatorNamespace,

@@ -54,6 +54,24 @@ func ClaimOrdinal(fleet, claim string) (int32, bool) {
 	return MemberOrdinal(fleet, pod)
 }
 
+// ClaimFleet is the fleet name a member claim name ("data-FLEET-N") belongs to, "" when the
+// name is not a member claim's. It is the inverse of ClaimName: ClaimOrdinal(ClaimFleet(c), c)
+// holds for every member claim c.
+func ClaimFleet(claim string) string {
+	pod, ok := strings.CutPrefix(claim, ClaimTemplateName+"-")
+	if !ok {
+		return ""
+	}
+	i := strings.LastIndexByte(pod, '-')
+	if i <= 0 {
+		return ""
+	}
+	if _, ok := MemberOrdinal(pod[:i], pod); !ok {
+		return ""
+	}
+	return pod[:i]
+}
+
 // RunsAsStatefulSet reports which workload kind runs the fleet: a StatefulSet for
 // PersistentFleet and the Ordered Bucket layout, a Deployment for the Relaxed Bucket layout.
 func (f *CelldFleet) RunsAsStatefulSet() bool {

@@ -40,7 +40,21 @@ func TestMemberNames(t *testing.T) {
 			t.Errorf("ClaimOrdinal(f, %q) = %d, %v; want %d, %v", c.claim, n, ok, c.n, c.ok)
 		}
 	}
+	for claim, fleet := range map[string]string{"data-f-4": "f", "data-my-fleet-12": "my-fleet", "data-f-1-0": "f-1",
+		"data-f-04": "", "data-f-100": "", "data-f-": "", "data--1": "", "f-4": "", "data-f": "", "data-f-x": ""} {
+		if got := ClaimFleet(claim); got != fleet {
+			t.Errorf("ClaimFleet(%q) = %q; want %q", claim, got, fleet)
+		}
+		if fleet != "" {
+			if _, ok := ClaimOrdinal(fleet, claim); !ok {
+				t.Errorf("ClaimOrdinal(%q, %q) refuses what ClaimFleet accepts", fleet, claim)
+			}
+		}
+	}
 	for n := range int32(MaxMembers) {
+		if got := ClaimFleet(ClaimName("my-fleet-2", n)); got != "my-fleet-2" {
+			t.Fatalf("ClaimFleet does not invert ClaimName at %d: %q", n, got)
+		}
 		if got, ok := MemberOrdinal("fleet", MemberName("fleet", n)); !ok || got != n {
 			t.Fatalf("MemberOrdinal does not invert MemberName at %d", n)
 		}

@@ -130,7 +130,7 @@ func (r *Reconciler) goneForSure(ctx context.Context, s *scope) (bool, error) {
 	if err := r.readWorkload(ctx, &fresh, r.Direct); err != nil {
 		return false, err
 	}
-	if err := r.readMembers(ctx, &fresh, r.Direct); err != nil {
+	if err := r.readMembers(ctx, &fresh, r.Direct, false); err != nil {
 		return false, err
 	}
 	return fresh.sts == nil && fresh.deploy == nil && len(fresh.claims) == 0 && len(fresh.pods) == 0, nil

@@ -61,7 +61,7 @@ func (r *Reconciler) confirm(ctx context.Context, s *scope, d lifecycle.Decision
 		return d, true, nil // already read from the API server
 	}
 	fresh := *s
-	if err := r.readMembers(ctx, &fresh, r.Direct); err != nil {
+	if err := r.readMembers(ctx, &fresh, r.Direct, false); err != nil {
 		return d, false, err
 	}
 	again := lifecycle.Plan(r.facts(&fresh, s.matches), s.healTarget).Heal

@@ -102,6 +102,18 @@ func kinds(apis APIs) []kind {
 	return ks
 }
 
+// ClaimFleetIndex indexes a namespace's claims by the fleet whose member name they carry
+// (v1.ClaimFleet): list a fleet's claims, labelled or not, with
+// client.MatchingFields{ClaimFleetIndex: fleetName}.
+const ClaimFleetIndex = "celld.eric.dev/claim-fleet"
+
+func claimFleet(o client.Object) []string {
+	if f := v1.ClaimFleet(o.GetName()); f != "" {
+		return []string{f}
+	}
+	return nil
+}
+
 // Set holds the per-namespace caches. It is a manager Runnable: caches live until the manager
 // stops, or until their namespace has no fleet left (Release).
 type Set struct {
@@ -298,6 +310,11 @@ func (s *Set) start(base context.Context, ns string, sp *space) {
 	}
 	ctx, cancel := context.WithCancel(base)
 	sp.cache, sp.cancel = c, cancel
+	if err := c.IndexField(ctx, &corev1.PersistentVolumeClaim{}, ClaimFleetIndex, claimFleet); err != nil {
+		sp.err = fmt.Errorf("index the claims of namespace %s: %w", ns, err)
+		cancel()
+		return
+	}
 	for _, k := range ks {
 		inf, err := c.GetInformer(ctx, k.proto(), cache.BlockUntilSynced(false))
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -142,11 +143,14 @@ func awaitEvent(t *testing.T, s *nscache.Set, ns, name string) {
 func TestCacheHoldsLabelledChildrenAndAllClaims(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
+	claim := func(name string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceOne()}}}}
+	}
 	for _, o := range []client.Object{
 		service(ns, "ours", true), service(ns, "theirs", false),
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data-f-0"}, Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceOne()}}}},
+		claim("data-f-0"), claim("data-f-12"), claim("data-f-1-0"), claim("data-ff-0"), claim("scratch"),
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "celld"}},
 	} {
 		if err := admin.Create(ctx, o); err != nil {
@@ -162,8 +166,23 @@ func TestCacheHoldsLabelledChildrenAndAllClaims(t *testing.T) {
 		t.Fatalf("cached Services = %v, want only the labelled one", got)
 	}
 	claims := &corev1.PersistentVolumeClaimList{}
-	if err := r.List(ctx, claims, client.InNamespace(ns)); err != nil || len(claims.Items) != 1 {
-		t.Fatalf("claims: %v %v; want the unlabelled claim too (a foreign claim at a member's name must be seen)", claims.Items, err)
+	if err := r.List(ctx, claims, client.InNamespace(ns)); err != nil || len(claims.Items) != 5 {
+		t.Fatalf("claims: %v %v; want the unlabelled claims too (a foreign claim at a member's name must be seen)", claims.Items, err)
+	}
+	// A fleet's pass lists the claims at its member names only, through the index.
+	for fleet, want := range map[string][]string{"f": {"data-f-0", "data-f-12"}, "f-1": {"data-f-1-0"}, "ff": {"data-ff-0"}, "g": nil} {
+		claims := &corev1.PersistentVolumeClaimList{}
+		if err := r.List(ctx, claims, client.InNamespace(ns), client.MatchingFields{nscache.ClaimFleetIndex: fleet}); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range claims.Items {
+			got = append(got, c.Name)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("claims of fleet %s = %v, want %v", fleet, got, want)
+		}
 	}
 	sa := &metav1.PartialObjectMetadata{}
 	sa.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 const (
 	binaryEnv     = "CELLD_E2E_OPERATOR_BINARY"
 	binaryMetrics = "127.0.0.1:18095"
+	binaryPprof   = "127.0.0.1:18096"
 )
 
 func binaryOperator() string { return os.Getenv(binaryEnv) }
@@ -42,7 +44,8 @@ func startBinaryOperator(ctx context.Context, cfg *rest.Config, bin string) erro
 		"--member-replacement-delay=20s", "--unsafe-allow-short-replacement-delay", "--absorb-window=8s", "--termination-margin=5s",
 		// plain HTTP on loopback, so the benchmark reads the counters without a token; a
 		// cluster install keeps the default HTTPS with authentication and authorization
-		"--metrics-bind-address="+binaryMetrics, "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0")
+		"--metrics-bind-address="+binaryMetrics, "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0",
+		"--pprof-bind-address="+binaryPprof)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile("operator.log"), logFile("operator.log")
 	if err := cmd.Start(); err != nil {
@@ -92,6 +95,9 @@ func operatorRequests(ctx context.Context) (map[string]float64, error) {
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err == nil {
 			out[method] += v
+			if code := label(line, "code"); code == "404" || code == "409" {
+				out[method+" "+code] += v // reads of what is not there; creates of what is
+			}
 		}
 	}
 	return out, s.Err()
@@ -106,6 +112,31 @@ func label(line, name string) string {
 	return rest[:strings.IndexByte(rest, '"')]
 }
 
+// saveHeapProfile writes the binary's heap profile (pprof, in-use and allocated) to the
+// artifacts as name, for `go tool pprof -sample_index=inuse_space bin/manager FILE`.
+func saveHeapProfile(ctx context.Context, name string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+binaryPprof+"/debug/pprof/heap", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("heap profile: %s", resp.Status)
+	}
+	path := filepath.Join(artifactsDir(), name)
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return path, err
+}
+
 // operatorProcess reads the binary's CPU seconds and peak RSS (KiB) from /proc.
 func operatorProcess() (cpuSeconds float64, peakRSSKiB int, err error) {
 	raw, err := os.ReadFile(filepath.Join(artifactsDir(), "operator.pid"))
@@ -115,6 +146,24 @@ func operatorProcess() (cpuSeconds float64, peakRSSKiB int, err error) {
 	pid := strings.TrimSpace(string(raw))
 	cpu, rss := procStats("/proc/" + pid)
 	return cpu, rss, nil
+}
+
+// operatorRSS reads the binary's current RSS (KiB) from /proc.
+func operatorRSS() (int, error) {
+	raw, err := os.ReadFile(filepath.Join(artifactsDir(), "operator.pid"))
+	if err != nil {
+		return 0, err
+	}
+	status, err := os.ReadFile("/proc/" + strings.TrimSpace(string(raw)) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%s/status", strings.TrimSpace(string(raw)))
 }
 
 // procStats reads CPU seconds and peak RSS (KiB) of the process at dir (/proc/PID).

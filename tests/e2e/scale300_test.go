@@ -30,14 +30,19 @@ import (
 )
 
 // The read-model benchmark of docs/performance.md: SCALE_FLEETS (300) three-member
-// PersistentFleets, ten per namespace, measured against the API server's own pace and then
-// left settled for SCALE_SETTLE (5 min). Run it with make test-scale.
+// PersistentFleets, SCALE_PER_NAMESPACE (10; 0 puts them all in one namespace) per namespace,
+// measured against the API server's own pace and then left settled for SCALE_SETTLE (5 min).
+// Run it with make test-scale.
 var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, func() {
 	It("brings SCALE_FLEETS fleets to Ready at the API server's pace, then costs no request", func(ctx context.Context) {
 		Expect(binaryOperator()).NotTo(BeEmpty(), "the read-model benchmark measures the operator binary in its own process: run it with make test-scale (it sets %s)", binaryEnv)
 		fleets := envInt("SCALE_FLEETS", 300)
 		settle := envDuration("SCALE_SETTLE", 5*time.Minute)
-		const perNamespace = 10
+		perNamespace := envInt("SCALE_PER_NAMESPACE", 10)
+		if os.Getenv("SCALE_PER_NAMESPACE") == "0" {
+			perNamespace = fleets
+		}
+		report("fleets per namespace", perNamespace)
 		names := func(n int) (namespaces []string) {
 			for range (fleets + perNamespace - 1) / perNamespace {
 				namespaces = append(namespaces, fleetNamespace(ctx, n2s(n)))
@@ -91,7 +96,15 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		Expect(err).NotTo(HaveOccurred())
 		report(fmt.Sprintf("%d fleets: operator, creation to all Ready", fleets), ready.Round(100*time.Millisecond))
 		report(fmt.Sprintf("%d fleets: operator time / baseline time", fleets), fmt.Sprintf("%.2f", ready.Seconds()/baseline.Seconds()))
-		report("creation to Ready: operator requests per fleet by method", perFleet(delta(req0, req1), fleets))
+		report("creation to Ready: operator requests per fleet by method (GET 404: reads of what is not there)", perFleet(delta(req0, req1), fleets))
+		if path, err := saveHeapProfile(ctx, fmt.Sprintf("heap-%d-fleets-ready.pprof", fleets)); err == nil {
+			report("heap profile when every fleet was Ready", path)
+		} else {
+			report("heap profile when every fleet was Ready: not taken", err.Error())
+		}
+		_, rssReady, err := operatorProcess()
+		Expect(err).NotTo(HaveOccurred())
+		report("operator process: peak RSS MiB, creation to Ready", rssReady/1024)
 
 		By("settled: the observer's first result lands, then the operator is left alone")
 		framework.EventuallyWithin(ctx, 10*time.Minute, func() int { return convergedFleets(ctx, namespaces) }).Should(Equal(fleets))
@@ -111,6 +124,12 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		rate := total / float64(fleets) / window.Seconds()
 		report(fmt.Sprintf("settled %s: requests per fleet per second (rest_client_requests_total, every method, watches included)", window.Round(time.Second)), fmt.Sprintf("%.5f", rate))
 		report("settled: requests by method, whole operator", d)
+		if rss, err := operatorRSS(); err == nil {
+			report("settled: operator RSS MiB / KiB per fleet", fmt.Sprintf("%d / %d", rss/1024, rss/fleets))
+		}
+		if path, err := saveHeapProfile(ctx, fmt.Sprintf("heap-%d-fleets-settled.pprof", fleets)); err == nil {
+			report("heap profile of the settled fleets", path)
+		}
 		Expect(rate).To(BeNumerically("<=", 0.01), "settled fleets must cost at most 0.01 requests per fleet per second")
 
 		By("drift: a NetworkPolicy widened by hand is restored, 20 times")
