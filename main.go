@@ -148,7 +148,9 @@ func run(args []string) error {
 	if err := v1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	cacheOpts := cache.Options{}
+	// Managed fields are stripped from cached objects (fleets, previews, reservations,
+	// StorageClasses): nothing reads them, and they were a fifth of each cached fleet.
+	cacheOpts := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
 	if ns := splitList(os.Getenv("WATCH_NAMESPACE")); len(ns) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, n := range ns {

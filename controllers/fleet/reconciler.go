@@ -67,6 +67,32 @@ type Reconciler struct {
 	created *drift.Answers
 }
 
+// memories are everything the reconciler remembers of a fleet between passes, each keyed by
+// the fleet: its status metrics, the drift verdicts of its workload, its capacity
+// observations, its paced status writes, the answers to its workload's creation, its
+// children's verdicts and answers, and its cached render. A memory added to the reconciler is
+// added here, so forget drops it with the others.
+func (r *Reconciler) memories() []func(types.NamespacedName) {
+	m := []func(types.NamespacedName){
+		func(k types.NamespacedName) { r.metrics.forget(k.Namespace, k.Name) },
+		r.Drift.Forget, r.Capacity.Forget, r.pacer.forget, r.created.Forget,
+	}
+	if r.Applier != nil {
+		m = append(m, r.Applier.Forget)
+	}
+	if r.Children != nil {
+		m = append(m, r.Children.ForgetFleet)
+	}
+	return m
+}
+
+// forget drops a fleet from every memory.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	for _, f := range r.memories() {
+		f(key)
+	}
+}
+
 // phase is one step of a reconcile. It records what it decided on the scope and says whether
 // the pass stops there.
 type phase func(ctx context.Context, s *scope) (stop bool, err error)
@@ -76,18 +102,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	f := &v1.CelldFleet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, f); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.metrics.forget(req.Namespace, req.Name)
-			// The fleet is gone: nothing remembered of it may outlive it.
-			r.Drift.Forget(req.NamespacedName)
-			r.Capacity.Forget(req.NamespacedName)
-			r.pacer.forget(req.NamespacedName)
-			r.created.Forget(req.NamespacedName)
-			if r.Applier != nil {
-				r.Applier.Forget(req.NamespacedName)
-			}
-			if r.Children != nil {
-				r.Children.ForgetFleet(req.NamespacedName)
-			}
+			r.forget(req.NamespacedName) // the fleet is gone: nothing remembered of it may outlive it
 			r.releaseNamespace(ctx, req.Namespace)
 			return ctrl.Result{}, nil
 		}
@@ -149,7 +164,7 @@ func (r *Reconciler) releaseNamespace(ctx context.Context, ns string) {
 		return
 	}
 	list := &v1.CelldFleetList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns)); err == nil && len(list.Items) == 0 {
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err == nil && len(list.Items) == 0 {
 		r.Caches.Release(ns)
 	}
 }

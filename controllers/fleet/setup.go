@@ -88,8 +88,11 @@ func seededFleet(_ context.Context, obj client.Object) []reconcile.Request {
 // name it carries (a claim there that is not the fleet's is refused), a ServiceAccount the
 // fleets that run as it.
 func (r *Reconciler) fleetsOf(ctx context.Context, obj client.Object) []reconcile.Request {
+	// The cache's own objects, read and never changed: every Pod and claim event of the
+	// namespace comes here, and copying every fleet of a namespace of 300 for each was most
+	// of what the operator allocated.
 	list := &v1.CelldFleetList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	uid := obj.GetLabels()[v1.LabelFleetUID]
@@ -130,7 +133,7 @@ func ownedBy(obj client.Object, f *v1.CelldFleet, uid string) bool {
 // for its class (StorageClassMissing, InvalidStorageClass) proceeds when it is created or fixed.
 func (r *Reconciler) fleetsOfStorageClass(ctx context.Context, obj client.Object) []reconcile.Request {
 	list := &v1.CelldFleetList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil { // read only
 		return nil
 	}
 	var out []reconcile.Request

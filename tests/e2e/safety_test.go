@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -30,12 +33,20 @@ var _ = AfterEach(func(ctx context.Context) {
 
 func checkSafety(ctx context.Context, ns string) {
 	GinkgoHelper()
-	for _, w := range operatorWrites(ns, time.Time{}) {
-		Expect(w.Paused).To(BeFalse(), "safety: the operator sent %s %s while a fleet of %s was paused", w.Method, w.Path, ns)
+	deletes, deletions := []deleteRecord(nil), time.Time{}
+	if binaryOperator() != "" {
+		// The binary journals nothing; its log's mutation lines name every delete it sent.
+		// Whether a fleet was paused is not in them: the binary runs only the benchmarks,
+		// which pause nothing.
+		deletes, deletions = binaryDeletes(ns)
+	} else {
+		for _, w := range operatorWrites(ns, time.Time{}) {
+			Expect(w.Paused).To(BeFalse(), "safety: the operator sent %s %s while a fleet of %s was paused", w.Method, w.Path, ns)
+		}
+		deletes, deletions = operatorDeletes(ns), workloadDeletions(ns)
 	}
-	deletions := workloadDeletions(ns)
 	var last time.Time
-	for _, d := range operatorDeletes(ns) {
+	for _, d := range deletes {
 		if d.Kind != "PersistentVolumeClaim" {
 			continue
 		}
@@ -74,4 +85,34 @@ func replacementEvent(ctx context.Context, ns, member string) bool {
 		}
 	}
 	return false
+}
+
+// binaryDeletes reads the operator binary's log: the claim and Pod deletes it sent in ns, in
+// order, and when it first deleted a workload there (zero if never).
+func binaryDeletes(ns string) (deletes []deleteRecord, workloads time.Time) {
+	GinkgoHelper()
+	raw, err := os.ReadFile(filepath.Join(artifactsDir(), "operator.log"))
+	Expect(err).NotTo(HaveOccurred(), "the operator binary's log is missing: nothing recorded what it did")
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		var m struct {
+			Msg    string    `json:"msg"`
+			TS     time.Time `json:"ts"`
+			Action string    `json:"action"`
+			Fleet  string    `json:"fleet"`
+			Object string    `json:"object"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Msg != "mutation" || m.Action != "delete" || !strings.HasPrefix(m.Fleet, ns+"/") {
+			continue
+		}
+		kind, name, _ := strings.Cut(m.Object, "/")
+		switch kind {
+		case "StatefulSet", "Deployment":
+			if workloads.IsZero() {
+				workloads = m.TS
+			}
+		case "PersistentVolumeClaim", "Pod":
+			deletes = append(deletes, deleteRecord{Kind: kind, Namespace: ns, Name: name, At: m.TS})
+		}
+	}
+	return deletes, workloads
 }
