@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -106,6 +107,17 @@ func kinds(apis APIs) []kind {
 // (v1.ClaimFleet): list a fleet's claims, labelled or not, with
 // client.MatchingFields{ClaimFleetIndex: fleetName}.
 const ClaimFleetIndex = "celld.eric.dev/claim-fleet"
+
+// FleetUIDIndex indexes every cached object by its fleet UID label. Readers need not name it:
+// a List selecting one fleet's UID label uses it.
+const FleetUIDIndex = "celld.eric.dev/fleet-uid"
+
+func fleetUID(o client.Object) []string {
+	if uid := o.GetLabels()[v1.LabelFleetUID]; uid != "" {
+		return []string{uid}
+	}
+	return nil
+}
 
 func claimFleet(o client.Object) []string {
 	if f := v1.ClaimFleet(o.GetName()); f != "" {
@@ -316,6 +328,13 @@ func (s *Set) start(base context.Context, ns string, sp *space) {
 		return
 	}
 	for _, k := range ks {
+		if err := c.IndexField(ctx, k.proto(), FleetUIDIndex, fleetUID); err != nil {
+			sp.err = fmt.Errorf("index the %s objects of namespace %s: %w", k.gvk.Kind, ns, err)
+			cancel()
+			return
+		}
+	}
+	for _, k := range ks {
 		inf, err := c.GetInformer(ctx, k.proto(), cache.BlockUntilSynced(false))
 		if err != nil {
 			sp.err = fmt.Errorf("watch %s in namespace %s: %w", k.gvk.Kind, ns, err)
@@ -417,8 +436,35 @@ func (r reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object
 	return r.translate(obj, r.cache.Get(ctx, key, obj, opts...))
 }
 
+// List lists from the cache. A selection of one fleet's objects by its UID label goes through
+// the FleetUIDIndex (the label selector still applies), so it visits that fleet's objects
+// only, not every object of its kind in the namespace.
 func (r reader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	return r.translate(list, r.cache.List(ctx, list, opts...))
+	lo := &client.ListOptions{}
+	lo.ApplyOptions(opts)
+	if lo.FieldSelector == nil && lo.LabelSelector != nil {
+		if uid, ok := oneFleet(lo.LabelSelector); ok {
+			lo.FieldSelector = fields.OneTermEqualSelector(FleetUIDIndex, uid)
+		}
+	}
+	return r.translate(list, r.cache.List(ctx, list, lo))
+}
+
+// oneFleet is the fleet UID a label selector requires exactly, if it requires one.
+func oneFleet(sel labels.Selector) (string, bool) {
+	reqs, _ := sel.Requirements()
+	for _, req := range reqs {
+		if req.Key() != v1.LabelFleetUID {
+			continue
+		}
+		switch req.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			if vals := req.Values(); vals.Len() == 1 {
+				return vals.UnsortedList()[0], true
+			}
+		}
+	}
+	return "", false
 }
 
 func (r reader) translate(obj runtime.Object, err error) error {

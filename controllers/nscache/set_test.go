@@ -165,6 +165,15 @@ func TestCacheHoldsLabelledChildrenAndAllClaims(t *testing.T) {
 	if got := services(t, r, ns); len(got) != 1 || got[0] != "ours" {
 		t.Fatalf("cached Services = %v, want only the labelled one", got)
 	}
+	// A selection of one fleet's objects goes through the fleet UID index and finds them.
+	ours := &unstructured.UnstructuredList{}
+	ours.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceList"))
+	if err := r.List(ctx, ours, client.InNamespace(ns), client.MatchingLabels{v1.LabelFleetUID: service(ns, "ours", true).Labels[v1.LabelFleetUID]}); err != nil || len(ours.Items) != 1 || ours.Items[0].GetName() != "ours" {
+		t.Fatalf("the fleet's Services by its UID label = %v, %v; want [ours]", ours.Items, err)
+	}
+	if err := r.List(ctx, ours, client.InNamespace(ns), client.MatchingLabels{v1.LabelFleetUID: "another"}); err != nil || len(ours.Items) != 0 {
+		t.Fatalf("another fleet's Services = %v, %v; want none", ours.Items, err)
+	}
 	claims := &corev1.PersistentVolumeClaimList{}
 	if err := r.List(ctx, claims, client.InNamespace(ns)); err != nil || len(claims.Items) != 5 {
 		t.Fatalf("claims: %v %v; want the unlabelled claims too (a foreign claim at a member's name must be seen)", claims.Items, err)
