@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,6 +63,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A seeded preview fleet waits for its executor's write to its reservation's status.
 		Watches(&v1.CelldStorageReservation{}, handler.EnqueueRequestsFromMapFunc(seededFleet))
 	if r.Caches != nil && r.Options.WatchDependentResources {
+		// Children are mapped to their fleet through an index of the manager's cache by UID,
+		// so an event costs a lookup, not a list of every fleet of its namespace.
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.CelldFleet{}, fleetUIDIndex, func(o client.Object) []string {
+			return []string{string(o.GetUID())}
+		}); err != nil {
+			return err
+		}
 		b = b.WatchesRawSource(source.Channel(r.Caches.Events(), handler.EnqueueRequestsFromMapFunc(r.fleetsOf)))
 	}
 	if r.Capacity != nil {
@@ -82,32 +90,58 @@ func seededFleet(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: res.Spec.FleetNamespace, Name: res.Spec.FleetName}}}
 }
 
+// fleetUIDIndex indexes the manager's cache of CelldFleets by UID.
+const fleetUIDIndex = "celld.eric.dev/uid"
+
 // fleetsOf maps a cached child to its fleet: by the fleet UID label, which every object the
 // operator creates carries (and a label-restricted informer reports the old object when a hand
-// edit removes it). Two unlabelled kinds are cached too: a claim wakes the fleet whose member
-// name it carries (a claim there that is not the fleet's is refused), a ServiceAccount the
-// fleets that run as it.
+// edit removes it), looked up in the UID index. Two unlabelled kinds are cached too: a claim
+// wakes the fleet whose member name it carries (a claim there that is not the fleet's is
+// refused), a ServiceAccount the fleets that run as it. Fleets are read from the cache without
+// copies (they are only read), and every Pod and claim event of a namespace comes here: with
+// 300 fleets in a namespace, listing them all for each event was most of what the operator
+// allocated. When an event finds no fleet, the namespace's cache is released if its last fleet
+// is gone.
 func (r *Reconciler) fleetsOf(ctx context.Context, obj client.Object) []reconcile.Request {
-	// The cache's own objects, read and never changed: every Pod and claim event of the
-	// namespace comes here, and copying every fleet of a namespace of 300 for each was most
-	// of what the operator allocated.
+	ns := obj.GetNamespace()
+	found := func(list *v1.CelldFleetList) []reconcile.Request {
+		var out []reconcile.Request
+		for i := range list.Items {
+			if f := &list.Items[i]; ownedBy(obj, f, obj.GetLabels()[v1.LabelFleetUID]) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f)})
+			}
+		}
+		if len(out) == 0 {
+			r.releaseNamespace(ctx, ns)
+		}
+		return out
+	}
 	list := &v1.CelldFleetList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+	if uid := obj.GetLabels()[v1.LabelFleetUID]; uid != "" {
+		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{fleetUIDIndex: uid}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil
+		}
+		return found(list)
+	}
+	if _, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		name := v1.ClaimFleet(obj.GetName())
+		if name == "" {
+			return nil
+		}
+		f := &v1.CelldFleet{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, f); err != nil {
+			if apierrors.IsNotFound(err) {
+				r.releaseNamespace(ctx, ns)
+			}
+			return nil
+		}
+		list.Items = []v1.CelldFleet{*f}
+		return found(list)
+	}
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
-	uid := obj.GetLabels()[v1.LabelFleetUID]
-	var out []reconcile.Request
-	for i := range list.Items {
-		f := &list.Items[i]
-		if ownedBy(obj, f, uid) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f)})
-		}
-	}
-	if len(out) == 0 && len(list.Items) == 0 && r.Caches != nil {
-		// The namespace's last fleet is gone: its cache serves nobody.
-		r.Caches.Release(obj.GetNamespace())
-	}
-	return out
+	return found(list)
 }
 
 func ownedBy(obj client.Object, f *v1.CelldFleet, uid string) bool {

@@ -201,6 +201,8 @@ func TestChartSchemaRefusesBadValues(t *testing.T) {
 		"common label redefining the name": {"commonLabels": map[string]any{"app.kubernetes.io/name": "x"}},
 		"pod label redefining the chart":   {"podLabels": map[string]any{"helm.sh/chart": "x"}},
 		"extraEnv redefining the watch":    {"extraEnv": []any{map[string]any{"name": "WATCH_NAMESPACE", "value": "a"}}},
+		"extraEnv redefining GOMEMLIMIT":   {"extraEnv": []any{map[string]any{"name": "GOMEMLIMIT", "value": "1GiB"}}},
+		"goMemLimit without a unit suffix": {"goMemLimit": "200M"},
 		"extraEnv without a name":          {"extraEnv": []any{map[string]any{"value": "a"}}},
 		"extraEnv listing a name twice":    {"extraEnv": []any{map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "A", "value": "2"}}},
 		"volume mount without a path":      {"extraVolumeMounts": []any{map[string]any{"name": "tmp"}}},

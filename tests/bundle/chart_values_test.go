@@ -114,7 +114,8 @@ func TestChartCustomizations(t *testing.T) {
 		"commonLabels":      map[string]any{"team": "storage"},
 		"podLabels":         map[string]any{"team": "fleet-ops"},
 		"priorityClassName": "system-cluster-critical",
-		"extraEnv":          []any{map[string]any{"name": "GOMEMLIMIT", "value": "200MiB"}},
+		"goMemLimit":        "300MiB",
+		"extraEnv":          []any{map[string]any{"name": "GODEBUG", "value": "http2client=0"}},
 		"extraVolumes":      []any{map[string]any{"name": "tmp", "emptyDir": map[string]any{}}},
 		"extraVolumeMounts": []any{map[string]any{"name": "tmp", "mountPath": "/tmp"}},
 		"fleetNamespaces":   []any{"fleets"},
@@ -141,9 +142,10 @@ func TestChartCustomizations(t *testing.T) {
 		t.Errorf("Pod labels %v: podLabels must win over commonLabels and the selector label must stay celld-operator", podLabels)
 	}
 	c := d.Containers[0]
-	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" && e.Value == "200MiB" }) ||
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GODEBUG" && e.Value == "http2client=0" }) ||
+		!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" && e.Value == "300MiB" }) ||
 		!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "WATCH_NAMESPACE" }) {
-		t.Errorf("operator env %v lacks extraEnv or WATCH_NAMESPACE", c.Env)
+		t.Errorf("operator env %v lacks extraEnv, goMemLimit's GOMEMLIMIT or WATCH_NAMESPACE", c.Env)
 	}
 	if len(d.Volumes) != 1 || d.Volumes[0].EmptyDir == nil || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" {
 		t.Errorf("extra volumes %v and mounts %v did not reach the Pod", d.Volumes, c.VolumeMounts)

@@ -46,7 +46,8 @@ func startBinaryOperator(ctx context.Context, cfg *rest.Config, bin string) erro
 		// cluster install keeps the default HTTPS with authentication and authorization
 		"--metrics-bind-address="+binaryMetrics, "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0",
 		"--pprof-bind-address="+binaryPprof)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	// GOMEMLIMIT as the chart and the bundle set it (goMemLimit, config/manager).
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOMEMLIMIT=200MiB")
 	cmd.Stdout, cmd.Stderr = logFile("operator.log"), logFile("operator.log")
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", bin, err)
