@@ -1,13 +1,11 @@
 package ssa
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -45,17 +43,4 @@ func TestIntoRefusesAFieldTheConfigurationHasNoPlaceFor(t *testing.T) {
 	if _, err := Into(obj, &appsv1ac.StatefulSetApplyConfiguration{}); err == nil || !strings.Contains(err.Error(), "replicaCount") {
 		t.Fatalf("a field the configuration cannot hold must fail the conversion, not be left out of the apply: %v", err)
 	}
-}
-
-func encode(t *testing.T, cfg any) map[string]any {
-	t.Helper()
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(raw); err != nil {
-		t.Fatal(err)
-	}
-	return u.Object
 }
