@@ -133,9 +133,10 @@ bench: ## Benchmarks of the pure packages (numbers go to docs/performance.md).
 	go test -run='^$$' -bench=. -benchmem ./api/... ./controllers/...
 
 .PHONY: test-scale
-test-scale: tools $(GINKGO) build ## Long scale and soak runs, not part of make test (SCALE_FLEETS, SCALE_SETTLE size the read-model run).
+test-scale: tools $(GINKGO) build ## Long scale and soak runs, not part of make test (SCALE_FLEETS, SCALE_SETTLE size the read-model run, ten per namespace and then all in one).
 	$(GINKGO) -v --label-filter='scale && !read-model' --timeout=60m ./tests/e2e
-	CELLD_E2E_OPERATOR_BINARY=$(abspath $(BIN))/manager $(GINKGO) -v --label-filter=read-model --timeout=90m ./tests/e2e
+	CELLD_E2E_OPERATOR_BINARY=$(abspath $(BIN))/manager SCALE_PER_NAMESPACE=10 $(GINKGO) -v --label-filter=read-model --timeout=90m ./tests/e2e
+	CELLD_E2E_OPERATOR_BINARY=$(abspath $(BIN))/manager SCALE_PER_NAMESPACE=0 $(GINKGO) -v --label-filter=read-model --timeout=90m ./tests/e2e
 
 ##@ Build and generate
 
