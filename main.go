@@ -157,6 +157,7 @@ func run(args []string) error {
 			cacheOpts.DefaultNamespaces[n] = cache.Config{}
 		}
 		log.Info("watching namespaces", "namespaces", ns)
+		o.fleet.Namespaces = ns
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        scheme,

@@ -34,6 +34,9 @@ type Options struct {
 	// watchDependentResources: false turns it off; children are then re-examined at the resync
 	// period only (and still read from the caches).
 	WatchDependentResources bool
+	// Namespaces are the namespaces this operator watches (WATCH_NAMESPACE); empty: all. The
+	// cluster-scoped reservations of fleets elsewhere belong to another instance.
+	Namespaces []string
 	// OperatorNamespace and OperatorServiceAccount identify the operator's Pods to the fleet
 	// NetworkPolicy and mesh policy.
 	OperatorNamespace      string

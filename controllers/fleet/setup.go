@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -61,7 +62,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Options.MaxConcurrentReconciles, CacheSyncTimeout: 24 * time.Hour}).
 		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.fleetsOfStorageClass)).
 		// A seeded preview fleet waits for its executor's write to its reservation's status.
-		Watches(&v1.CelldStorageReservation{}, handler.EnqueueRequestsFromMapFunc(seededFleet))
+		Watches(&v1.CelldStorageReservation{}, handler.EnqueueRequestsFromMapFunc(r.seededFleet))
 	if r.Caches != nil && r.Options.WatchDependentResources {
 		// Children are mapped to their fleet through an index of the manager's cache by UID,
 		// so an event costs a lookup, not a list of every fleet of its namespace.
@@ -82,9 +83,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // seededFleet maps a reservation that records a seed to the fleet holding it: the executor's
 // progress, a cancellation's acknowledgement or the gate change what that fleet may do.
 // Reservations without a seed wake nothing.
-func seededFleet(_ context.Context, obj client.Object) []reconcile.Request {
+func (r *Reconciler) seededFleet(_ context.Context, obj client.Object) []reconcile.Request {
 	res, ok := obj.(*v1.CelldStorageReservation)
 	if !ok || res.Spec.Seed == nil {
+		return nil
+	}
+	// Reservations are cluster-scoped, so an operator installed for some namespaces sees
+	// every instance's; a fleet outside its namespaces is another instance's to reconcile.
+	if len(r.Options.Namespaces) > 0 && !slices.Contains(r.Options.Namespaces, res.Spec.FleetNamespace) {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: res.Spec.FleetNamespace, Name: res.Spec.FleetName}}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -289,12 +290,23 @@ func createdName(req *http.Request) string {
 		return ""
 	}
 	defer body.Close()
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return ""
+	}
+	// Built-in kinds are sent as protobuf, the others as JSON; the universal deserializer
+	// reads both, and a kind it does not know is read as JSON metadata.
+	if obj, _, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil); err == nil {
+		if m, ok := obj.(metav1.Object); ok {
+			return m.GetName()
+		}
+	}
 	var obj struct {
 		Metadata struct {
 			Name string `json:"name"`
 		} `json:"metadata"`
 	}
-	if json.NewDecoder(body).Decode(&obj) != nil {
+	if json.Unmarshal(raw, &obj) != nil {
 		return ""
 	}
 	return obj.Metadata.Name

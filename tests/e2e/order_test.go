@@ -114,9 +114,13 @@ func lastWrite(writes []writeRecord, suffix string) int {
 }
 
 func writeMatches(w writeRecord, suffix string) bool {
+	p := w.Path
+	if w.Method == "POST" && w.Name != "" {
+		p += "/" + w.Name // a create is sent to its collection and names the object in its body
+	}
 	method, path, ok := strings.Cut(suffix, " ")
 	if !ok {
-		return strings.HasSuffix(w.Path, suffix)
+		return strings.HasSuffix(p, suffix)
 	}
-	return w.Method == method && strings.HasSuffix(w.Path, path)
+	return w.Method == method && strings.HasSuffix(p, path)
 }
