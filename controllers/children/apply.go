@@ -22,7 +22,7 @@ import (
 	"github.com/celld/celld-operator/controllers/drift"
 )
 
-// Applier writes rendered children with server-side apply under FieldOwner, refuses objects the
+// Applier creates and restores rendered children under FieldOwner, refuses objects the
 // fleet does not own, prunes what the chart no longer renders and orders routing changes.
 // Everything it decides comes from the fleet, the rendered objects and the live objects; the
 // only state it keeps is which live contents it has already verified as the rendering, so a
@@ -30,9 +30,9 @@ import (
 // the pass before the cache delivers them does not read them back. Use one Applier for the
 // life of the operator.
 type Applier struct {
-	// Direct, when set, is asked before a child is created: the client Apply is given may read
-	// from a cache that holds only the fleet's labelled objects, and a create by server-side
-	// apply onto an unseen foreign object would take it over.
+	// Direct, when set, reads what a create found at a taken name, and a route the cache does
+	// not hold before the routing policy is written: the client Apply is given then reads from
+	// a cache that holds only the fleet's labelled objects, which cannot show a foreign object.
 	Direct client.Reader
 	drift  drift.Detector
 	// created holds the answers to creations the cache has not delivered yet.
@@ -223,29 +223,26 @@ func isKind(gvk schema.GroupVersionKind) func(*unstructured.Unstructured) bool {
 func (a *Applier) apply(ctx context.Context, c client.Client, f *v1.CelldFleet, want, live *unstructured.Unstructured, res *Result) error {
 	kind := want.GetKind()
 	if live == nil {
+		var read client.Reader = c
+		if a.Direct != nil {
+			read = a.Direct
+		}
 		obj := want.DeepCopy()
-		err := c.Create(ctx, obj, client.FieldOwner(FieldOwner), client.FieldValidation(metav1.FieldValidationStrict))
+		created, taken, err := Create(ctx, c, read, obj)
 		switch {
-		case err == nil:
+		case err != nil:
+			return fmt.Errorf("create %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
+		case created:
 			logMutation(ctx, f, "create", kind+"/"+want.GetName(), "the chart renders it and it did not exist")
 			a.drift.Written(owner(f), drift.Merge(obj, want, staleAnnotations(want, obj)...), obj)
 			a.created.Remember(owner(f), kind, obj, time.Now())
 			res.Applied = append(res.Applied, kind+"/"+want.GetName())
 			return nil
-		case !apierrors.IsAlreadyExists(err):
-			return fmt.Errorf("create %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
-		}
-		var read client.Reader = c
-		if a.Direct != nil {
-			read = a.Direct
-		}
-		if live, err = getLive(ctx, read, want.GroupVersionKind(), want.GetNamespace(), want.GetName()); err != nil {
-			return err
-		}
-		if live == nil { // deleted since the create found it: the next pass creates it
+		case taken == nil: // the name was taken, and what took it has gone since: the next pass creates it
 			res.Requeue = true
 			return nil
 		}
+		live = taken.(*unstructured.Unstructured)
 		if why := Foreign(live, f); why != "" {
 			return &foreignError{want: want, live: live, why: why}
 		}

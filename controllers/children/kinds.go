@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +47,27 @@ func getLive(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind, 
 		return nil, nil
 	}
 	return nil, fmt.Errorf("read %s %s/%s: %w", gvk.Kind, ns, name, err)
+}
+
+// Create creates obj (POST) under FieldOwner with strict field validation, so a rendering
+// with a field the API does not know fails instead of losing it; the API server arbitrates the
+// name, so nothing is read before. When it was created, obj holds the API server's answer.
+// When the name was taken, what is there is read through read into a new object of obj's
+// type and returned as taken, for the caller to judge (Foreign): somebody else's, or the
+// fleet's own that a cache has not delivered yet; taken is nil when it was deleted since.
+func Create(ctx context.Context, c client.Client, read client.Reader, obj client.Object) (created bool, taken client.Object, err error) {
+	err = c.Create(ctx, obj, client.FieldOwner(FieldOwner), client.FieldValidation(metav1.FieldValidationStrict))
+	if err == nil || !apierrors.IsAlreadyExists(err) {
+		return err == nil, nil, err
+	}
+	live := obj.DeepCopyObject().(client.Object)
+	if err := read.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil, nil
+		}
+		return false, nil, fmt.Errorf("read %s/%s after its create found the name taken: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	return false, live, nil
 }
 
 // Foreign says why fleet f may not touch obj, a live object at one of its names, naming the

@@ -31,8 +31,8 @@ const FieldOwner = "celld-operator"
 // (Caches): the operator may hold a Role in only some namespaces, and a namespace without it
 // surfaces as NamespaceAccessDenied for its fleets instead of stalling a cluster-wide cache.
 // Reads that safety depends on go to the API server (Direct): reservation arbitration, the
-// re-read of a fleet's members before a Pod or claim is deleted, the check that nothing
-// exists at a name before it is created, and the last check before the finalizer goes.
+// re-read of a fleet's members before a Pod or claim is deleted, the read of what a create
+// found at a taken name, and the last check before the finalizer goes.
 type Reconciler struct {
 	// Client reads CelldFleets (and StorageClasses) from the manager's cache and writes fleets.
 	Client client.Client
@@ -158,13 +158,14 @@ func refusedMessage(s *scope, err error) string {
 		s.fleet.Namespace, s.fleet.Name, err.Error(), s.fleet.Namespace)
 }
 
-// releaseNamespace stops the cache of a namespace whose last fleet is gone.
+// releaseNamespace stops the cache of a namespace whose last fleet is gone. One fleet is enough
+// to keep it, so at most one is read.
 func (r *Reconciler) releaseNamespace(ctx context.Context, ns string) {
 	if r.Caches == nil {
 		return
 	}
 	list := &v1.CelldFleetList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err == nil && len(list.Items) == 0 {
+	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.Limit(1), client.UnsafeDisableDeepCopy); err == nil && len(list.Items) == 0 {
 		r.Caches.Release(ns)
 	}
 }

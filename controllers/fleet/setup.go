@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -110,63 +109,58 @@ const fleetUIDIndex = "celld.eric.dev/uid"
 // is gone.
 func (r *Reconciler) fleetsOf(ctx context.Context, obj client.Object) []reconcile.Request {
 	ns := obj.GetNamespace()
-	found := func(list *v1.CelldFleetList) []reconcile.Request {
-		var out []reconcile.Request
-		for i := range list.Items {
-			if f := &list.Items[i]; ownedBy(obj, f, obj.GetLabels()[v1.LabelFleetUID]) {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f)})
-			}
+	var out []reconcile.Request
+	switch uid := obj.GetLabels()[v1.LabelFleetUID]; {
+	case uid != "":
+		out = r.fleetsWhere(ctx, ns, nil, client.MatchingFields{fleetUIDIndex: uid})
+	case isKind(obj, "PersistentVolumeClaim"):
+		key := client.ObjectKey{Namespace: ns, Name: v1.ClaimFleet(obj.GetName())}
+		if key.Name != "" && r.Client.Get(ctx, key, &v1.CelldFleet{}, client.UnsafeDisableDeepCopy) == nil {
+			out = []reconcile.Request{{NamespacedName: key}}
 		}
-		if len(out) == 0 {
-			r.releaseNamespace(ctx, ns)
-		}
-		return out
+	case isKind(obj, "ServiceAccount"):
+		out = r.fleetsWhere(ctx, ns, func(f *v1.CelldFleet) bool { return runsAs(f, obj.GetName()) })
 	}
-	list := &v1.CelldFleetList{}
-	if uid := obj.GetLabels()[v1.LabelFleetUID]; uid != "" {
-		if err := r.Client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{fleetUIDIndex: uid}, client.UnsafeDisableDeepCopy); err != nil {
-			return nil
-		}
-		return found(list)
+	if len(out) == 0 {
+		r.releaseNamespace(ctx, ns)
 	}
-	if _, ok := obj.(*corev1.PersistentVolumeClaim); ok {
-		name := v1.ClaimFleet(obj.GetName())
-		if name == "" {
-			return nil
-		}
-		f := &v1.CelldFleet{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, f); err != nil {
-			if apierrors.IsNotFound(err) {
-				r.releaseNamespace(ctx, ns)
-			}
-			return nil
-		}
-		list.Items = []v1.CelldFleet{*f}
-		return found(list)
-	}
-	if err := r.Client.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	return found(list)
+	return out
 }
 
-func ownedBy(obj client.Object, f *v1.CelldFleet, uid string) bool {
-	if uid != "" {
-		return uid == string(f.UID)
+// fleetsWhere lists the cached fleets of namespace ns selected by opts (without copies: they
+// are only read) and returns those keep accepts (all when keep is nil).
+func (r *Reconciler) fleetsWhere(ctx context.Context, ns string, keep func(*v1.CelldFleet) bool, opts ...client.ListOption) []reconcile.Request {
+	list := &v1.CelldFleetList{}
+	if err := r.Client.List(ctx, list, append(opts, client.InNamespace(ns), client.UnsafeDisableDeepCopy)...); err != nil {
+		return nil
 	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if keep == nil || keep(&list.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+// isKind says whether a cached object is of kind: a typed claim, or the metadata-only
+// ServiceAccount.
+func isKind(obj client.Object, kind string) bool {
 	switch o := obj.(type) {
 	case *corev1.PersistentVolumeClaim:
-		_, ok := v1.ClaimOrdinal(f.Name, o.Name)
-		return ok
+		return kind == "PersistentVolumeClaim"
 	case *metav1.PartialObjectMetadata:
-		if o.Kind != "ServiceAccount" {
-			return false
-		}
-		d := f.DeepCopy()
-		d.Default()
-		return d.Spec.ServiceAccountName == o.Name
+		return o.Kind == kind
 	}
 	return false
+}
+
+// runsAs says whether fleet f runs as the ServiceAccount named sa (its defaulted
+// spec.serviceAccountName).
+func runsAs(f *v1.CelldFleet, sa string) bool {
+	d := f.DeepCopy()
+	d.Default()
+	return d.Spec.ServiceAccountName == sa
 }
 
 // fleetsOfStorageClass wakes the PersistentFleets that name a StorageClass, so a fleet waiting

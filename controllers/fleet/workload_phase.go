@@ -6,12 +6,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/workload"
@@ -211,23 +211,15 @@ func deploymentUpdate(live, desired *appsv1.Deployment) *appsv1.Deployment {
 // now. Nothing is read before the create, so a new fleet costs no read of what is not there.
 func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object) (bool, error) {
 	obj := desired.DeepCopyObject().(client.Object)
-	err := r.Direct.Create(ctx, obj, client.FieldOwner(FieldOwner), client.FieldValidation(metav1.FieldValidationStrict))
-	if apierrors.IsAlreadyExists(err) {
-		live := desired.DeepCopyObject().(client.Object)
-		if err := r.Direct.Get(ctx, s.key, live); err != nil {
-			if apierrors.IsNotFound(err) { // deleted since: the next pass creates it
-				s.soon = time.Second
-				return true, nil
-			}
-			return true, fmt.Errorf("read %s %s after its create found it: %w", kindOf(desired), s.key, err)
-		}
-		if r.ownedWorkload(s, live) {
-			s.soon = time.Second // ours, not in the cache yet
-		}
-		return true, nil
-	}
+	created, taken, err := children.Create(ctx, r.Direct, r.Direct, obj)
 	if err != nil {
 		return true, fmt.Errorf("create %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
+	}
+	if !created { // the name was taken
+		if taken == nil || r.ownedWorkload(s, taken) {
+			s.soon = time.Second // gone since, or ours and not in the cache yet: the next pass
+		}
+		return true, nil
 	}
 	logMutation(ctx, s, "create", kindOf(desired)+"/"+desired.GetName(), "the fleet has no workload")
 	// The pass reports the workload it created: its first status already carries the applied
