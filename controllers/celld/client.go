@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -129,9 +130,14 @@ func (c *Client) ReadState(ctx context.Context, podIP string) (Reading, error) {
 		return Reading{}, err
 	}
 	buf := bodies.Get().(*[]byte)
-	defer bodies.Put(buf)
 	sent := c.now()
 	body, err := c.get(ctx, url, *buf)
+	defer func() {
+		if cap(body) <= pooledBody {
+			*buf = body[:0] // the buffer, or the one it grew into, is reused
+			bodies.Put(buf)
+		}
+	}()
 	if err != nil {
 		return Reading{}, err
 	}
@@ -143,12 +149,26 @@ func (c *Client) ReadState(ctx context.Context, podIP string) (Reading, error) {
 	return Reading{State: st, Sent: sent, Received: received}, nil
 }
 
-// bodies holds read buffers of MaxBody+1 bytes, so concurrent sweeps do not allocate a
-// megabyte per call; the extra byte is how an oversized body is told apart.
-var bodies = sync.Pool{New: func() any { b := make([]byte, MaxBody+1); return &b }}
+// Read buffers: a body is read into a pooled buffer of pooledBody bytes, which a typical /state
+// answer fits, and grows (doubling) up to MaxBody+1 only for a larger one; the extra byte is how
+// an oversized body is told apart. Only buffers of pooledBody bytes or less go back to the pool,
+// so a fleet of large nodes does not leave eight idle megabytes behind (the pool held 1 MiB
+// buffers before: 13 MiB of the operator's heap at 300 fleets).
+const pooledBody = 16 << 10
 
-// get performs the request and reads the body into buf, returning the filled prefix.
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, pooledBody); return &b }}
+
+// get performs the request and reads the body into buf, growing it as needed, and returns the
+// filled buffer; on an error it returns buf emptied, so the caller can pool it again.
 func (c *Client) get(ctx context.Context, url string, buf []byte) ([]byte, error) {
+	body, err := c.fetch(ctx, url, buf[:0])
+	if err != nil {
+		return buf[:0], err
+	}
+	return body, nil
+}
+
+func (c *Client) fetch(ctx context.Context, url string, buf []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -170,14 +190,37 @@ func (c *Client) get(ctx context.Context, url string, buf []byte) ([]byte, error
 	case resp.ContentLength > MaxBody:
 		return nil, fmt.Errorf("GET %s: %w (Content-Length %d)", url, ErrTooLarge, resp.ContentLength)
 	}
-	n, err := io.ReadFull(resp.Body, buf[:MaxBody+1])
+	if resp.ContentLength > int64(cap(buf)) {
+		buf = make([]byte, 0, resp.ContentLength+1) // +1: a body longer than declared is seen
+	}
+	body, err := readBody(resp.Body, buf)
 	switch {
-	case n > MaxBody:
+	case errors.Is(err, ErrTooLarge):
 		return nil, fmt.Errorf("GET %s: %w", url, ErrTooLarge)
-	case err != nil && err != io.ErrUnexpectedEOF && err != io.EOF:
+	case err != nil:
 		return nil, fmt.Errorf("GET %s: reading the body: %w", url, classify(ctx, err))
 	}
-	return buf[:n], nil
+	return body, nil
+}
+
+// readBody reads r to its end into buf, doubling it when full, and fails with ErrTooLarge as
+// soon as more than MaxBody bytes arrived: an oversized body is never read whole.
+func readBody(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(max(cap(buf), 512), MaxBody+1-len(buf)))
+		}
+		n, err := r.Read(buf[len(buf):min(cap(buf), MaxBody+1)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case len(buf) > MaxBody:
+			return nil, ErrTooLarge
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return nil, err
+		}
+	}
 }
 
 // classify wraps a transport error with ErrTimeout, ErrRedirect or ErrTransport.
