@@ -53,26 +53,35 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 			return namespaces[i/perNamespace], fmt.Sprintf("s%d", i%perNamespace)
 		}
 
-		By("baseline: the rendered objects applied directly, at the API server's own pace")
-		base := names(0)
-		start := time.Now()
-		applyRendered(ctx, fleets, func(i int) (string, string) { return fleetAt(base, i) })
-		framework.EventuallyWithin(ctx, 15*time.Minute, func() int { return readyStatefulSets(ctx, base) }).
-			Should(Equal(fleets), "baseline StatefulSets never became ready")
-		baseline := time.Since(start)
-		report(fmt.Sprintf("%d fleets: baseline (server-side apply of the rendered objects) to all Ready", fleets), baseline.Round(100*time.Millisecond))
-		for _, ns := range base {
-			Expect(kube().Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		// SCALE_BASELINE=0 skips the side-by-side baseline: the 1,000-fleet run measures the
+		// settled operator, and the baseline would double the cluster's objects.
+		var baseline time.Duration
+		if os.Getenv("SCALE_BASELINE") != "0" {
+			By("baseline: the rendered objects applied directly, at the API server's own pace")
+			base := names(0)
+			start := time.Now()
+			applyRendered(ctx, fleets, func(i int) (string, string) { return fleetAt(base, i) })
+			framework.EventuallyWithin(ctx, 15*time.Minute, func() int { return readyStatefulSets(ctx, base) }).
+				Should(Equal(fleets), "baseline StatefulSets never became ready")
+			baseline = time.Since(start)
+			report(fmt.Sprintf("%d fleets: baseline (server-side apply of the rendered objects) to all Ready", fleets), baseline.Round(100*time.Millisecond))
+			for _, ns := range base {
+				Expect(kube().Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+			}
+			framework.EventuallyWithin(ctx, 10*time.Minute, func() int { return podsIn(ctx, base) }).Should(BeZero(), "baseline Pods never went")
 		}
-		framework.EventuallyWithin(ctx, 10*time.Minute, func() int { return podsIn(ctx, base) }).Should(BeZero(), "baseline Pods never went")
 
 		By("the operator: the same fleets as CelldFleets")
 		namespaces := names(1)
+		// Without the baseline's minutes the binary may still be starting: its counters are the
+		// first thing measured.
+		framework.EventuallyWithin(ctx, 2*time.Minute, func() error { _, err := operatorRequests(ctx); return err }).
+			Should(Succeed(), "the operator binary never served its metrics")
 		cpu0, _, err := operatorProcess()
 		Expect(err).NotTo(HaveOccurred())
 		req0, err := operatorRequests(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		start = time.Now()
+		start := time.Now()
 		// The fleets are created eight at a time, as the baseline applies its objects: the
 		// comparison is of the operator's pace with the API server's, not of two client loops.
 		inParallel(fleets, func(i int) error {
@@ -81,7 +90,7 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		})
 		report(fmt.Sprintf("%d fleets: CelldFleets created (client side)", fleets), time.Since(start).Round(100*time.Millisecond))
 		var stsReady time.Duration // when every StatefulSet was ready, as the baseline measures
-		framework.EventuallyWithin(ctx, 20*time.Minute, func() int {
+		framework.EventuallyWithin(ctx, max(20*time.Minute, time.Duration(fleets)*2*time.Second), func() int {
 			if stsReady == 0 && readyStatefulSets(ctx, namespaces) == fleets {
 				stsReady = time.Since(start)
 			}
@@ -95,7 +104,9 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		req1, err := operatorRequests(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		report(fmt.Sprintf("%d fleets: operator, creation to all Ready", fleets), ready.Round(100*time.Millisecond))
-		report(fmt.Sprintf("%d fleets: operator time / baseline time", fleets), fmt.Sprintf("%.2f", ready.Seconds()/baseline.Seconds()))
+		if baseline > 0 {
+			report(fmt.Sprintf("%d fleets: operator time / baseline time", fleets), fmt.Sprintf("%.2f", ready.Seconds()/baseline.Seconds()))
+		}
 		report("creation to Ready: operator requests per fleet by method (GET 404: reads of what is not there)", perFleet(delta(req0, req1), fleets))
 		if path, err := saveHeapProfile(ctx, fmt.Sprintf("heap-%d-fleets-ready.pprof", fleets)); err == nil {
 			report("heap profile when every fleet was Ready", path)
@@ -147,7 +158,12 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		Expect(err).NotTo(HaveOccurred())
 		report("operator process: peak RSS MiB", rss/1024)
 		report("operator process: CPU seconds from creation to the end", fmt.Sprintf("%.1f", cpu1-cpu0))
-		Expect(rss/1024).To(BeNumerically("<=", 200), "the operator's peak RSS must stay within 200 MiB")
+		// Issue 29's bounds: 200 MiB up to 300 fleets, 400 MiB at 1,000.
+		limit := 200
+		if fleets > 300 {
+			limit = 400
+		}
+		Expect(rss/1024).To(BeNumerically("<=", limit), "the operator's peak RSS must stay within %d MiB at %d fleets", limit, fleets)
 	})
 })
 

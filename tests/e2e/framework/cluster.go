@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -57,7 +58,10 @@ func StartCluster(ctx context.Context) ([]byte, error) {
 	if dir == "" {
 		dir = filepath.Join(".artifacts", "cluster")
 	}
-	c, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Log: os.Stderr, StartTimeout: 3 * time.Minute})
+	// CELLD_E2E_NODES_PER_ZONE sizes the simulated nodes (250 Pods each, three zones; default
+	// 2): the 1,000-fleet run needs 3,000 members' room.
+	perZone, _ := strconv.Atoi(os.Getenv("CELLD_E2E_NODES_PER_ZONE"))
+	c, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Log: os.Stderr, StartTimeout: 3 * time.Minute, NodesPerZone: perZone})
 	if err != nil {
 		return nil, err
 	}
