@@ -14,7 +14,6 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/capacity"
-	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/reservation"
 )
 
@@ -104,14 +103,11 @@ func (r *Reconciler) capacity(_ context.Context, s *scope) (bool, error) {
 		return false, nil
 	}
 	in := capacity.Input{Policy: *f.Spec.Capacity, Now: s.now, Declared: f.DesiredReplicas(), History: s.history}
-	switch {
-	case s.sts != nil:
-		in.Applied = lifecycle.ReplicasOf(s.sts.Spec.Replicas)
-		if in.Applied > 0 {
-			in.Victim = v1.MemberName(f.Name, in.Applied-1)
+	if w := s.workload(); w != nil {
+		in.Applied, _ = workloadCounts(w)
+		if in.Applied > 0 && f.RunsAsStatefulSet() {
+			in.Victim = v1.MemberName(f.Name, in.Applied-1) // a scale-in removes the last ordinal
 		}
-	case s.deploy != nil:
-		in.Applied = lifecycle.ReplicasOf(s.deploy.Spec.Replicas)
 	}
 	in.Observation, in.Trend = r.Capacity.load(s.key, f.UID)
 	d := capacity.Decide(in)
@@ -130,14 +126,6 @@ func (s *scope) target() int32 {
 		return s.capacity.Target
 	}
 	return s.fleet.DesiredReplicas()
-}
-
-// uncertain reports a contraction the decision holds for survivor-capacity evidence, when the
-// plan has nothing else to say about the replica count.
-func (s *scope) uncertain() {
-	if d := s.capacity; d != nil && d.CapacityUncertain && s.find.Step.Reason == "" {
-		s.find.Step = lifecycle.Verdict{Reason: v1.ReasonCapacityUncertain, Message: d.UncertainMessage}
-	}
 }
 
 // recordStep records a replica change the workload phase wrote, from and to applied counts, in

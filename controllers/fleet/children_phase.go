@@ -109,10 +109,8 @@ func (r *Reconciler) operatorFacts(ctx context.Context, s *scope) (children.Oper
 	f := s.fleet
 	wantMeshed := f.Spec.Mesh != nil && f.Spec.Mesh.Istio != nil
 	templateMeshed := wantMeshed
-	if s.sts != nil {
-		templateMeshed = s.sts.Spec.Template.Labels["sidecar.istio.io/inject"] == "true"
-	} else if s.deploy != nil {
-		templateMeshed = s.deploy.Spec.Template.Labels["sidecar.istio.io/inject"] == "true"
+	if w := s.workload(); w != nil {
+		templateMeshed = podTemplate(w).Labels["sidecar.istio.io/inject"] == "true"
 	}
 	facts := children.OperatorFacts{
 		Namespace:             r.Options.OperatorNamespace,

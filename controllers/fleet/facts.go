@@ -6,8 +6,9 @@ import (
 )
 
 // facts turns the pass's observations into the pure planner's input. matches says the live
-// StatefulSet's spec, other than replicas, is the operator's current rendering (its content
-// compared with what the API server stores for the rendering).
+// workload's spec, other than replicas, is the operator's current rendering (its content
+// compared with what the API server stores for the rendering). A StatefulSet fleet's facts
+// carry its members, a Deployment fleet's only the Deployment.
 func (r *Reconciler) facts(s *scope, matches bool) lifecycle.Facts {
 	f := s.fleet
 	lf := lifecycle.Facts{
@@ -19,8 +20,14 @@ func (r *Reconciler) facts(s *scope, matches bool) lifecycle.Facts {
 		OrderedBucket:     f.Spec.Profile == v1.ProfileBucket,
 		Fleet:             f.Name,
 		Declared:          f.DesiredReplicas(),
-		Workload:          lifecycle.WorkloadFacts(s.sts, matches),
 	}
+	if !f.RunsAsStatefulSet() {
+		// A Deployment's Pods are no ordinal members: its plan reads the workload alone.
+		lf.Workload = lifecycle.DeploymentFacts(s.deploy, matches)
+		lf.Applied = lf.Workload.Replicas
+		return lf
+	}
+	lf.Workload = lifecycle.WorkloadFacts(s.sts, matches)
 	lf.Applied = lf.Workload.Replicas
 	// Every current and declared ordinal has a slot, Pod or not; AddClaim extends the slots
 	// to removed members' kept claims.

@@ -52,10 +52,10 @@ func (s *scope) reportAbandoned() {
 	}
 }
 
-// confirm re-reads the fleet's Pods and claims from the API server and plans again, at the
-// target the pass planned with: an action that deletes a Pod or a claim, decided on a cache
-// that may lag, is taken only when the API server's state leads to the same action on the same
-// objects.
+// confirm re-reads the fleet's Pods and claims from the API server and plans the workload step
+// again from the pass's input with those members: an action that deletes a Pod or a claim,
+// decided on a cache that may lag, is taken only when the API server's state leads to the same
+// action on the same objects.
 func (r *Reconciler) confirm(ctx context.Context, s *scope, d lifecycle.Decision) (lifecycle.Decision, bool, error) {
 	if r.Caches == nil {
 		return d, true, nil // already read from the API server
@@ -64,8 +64,13 @@ func (r *Reconciler) confirm(ctx context.Context, s *scope, d lifecycle.Decision
 	if err := r.readMembers(ctx, &fresh, r.Direct, false); err != nil {
 		return d, false, err
 	}
-	again := lifecycle.Plan(r.facts(&fresh, s.matches), s.healTarget).Heal
-	if again.Action != d.Action || again.Pod.UID != d.Pod.UID || again.Claim.UID != d.Claim.UID {
+	in := *s.planned
+	in.Facts = r.facts(&fresh, in.Facts.Workload.TemplateMatches)
+	var again lifecycle.Decision
+	if h := lifecycle.PlanWorkload(in).Heal; h != nil {
+		again = *h
+	}
+	if !d.Confirms(again) {
 		log.FromContext(ctx).Info("heal decision changed on a fresh read; deciding again", "fleet", s.key.String(), "cached", d.Message, "fresh", again.Message)
 		return d, false, nil
 	}

@@ -244,14 +244,13 @@ type scope struct {
 	// routingInvalid: spec.routing failed validation; routing is left exactly as it is.
 	routingInvalid  bool
 	reservationName string
-	// matches: the live StatefulSet's spec, other than replicas, is the rendering.
-	matches bool
-	// heal is the self-healing decision the workload phase's plan made for the healing phase,
-	// and healTarget the replica target that plan was made with: the confirmation re-read
-	// plans again with the same target, or a fleet whose growth is blocked or held by its
-	// capacity policy would be healed at one count and confirmed at another, and never healed.
-	heal       *lifecycle.Decision
-	healTarget int32
+	// heal is the self-healing decision of the workload step's plan, and planned the input it
+	// was planned from: the confirmation re-read plans again from the same input (the same
+	// target, blockers and template verdict) with only the members fresh, or a fleet whose
+	// growth is blocked or held by its capacity policy would be healed at one count and
+	// confirmed at another, and never healed.
+	heal    *lifecycle.Decision
+	planned *lifecycle.WorkloadInput
 	// abandoned is a replacement this pass committed but gave up before its claim went,
 	// because the claim changed; it is the pass's healing finding.
 	abandoned *lifecycle.Decision

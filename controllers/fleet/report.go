@@ -90,17 +90,8 @@ func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus
 	st.DesiredReplicas = f.DesiredReplicas()
 	st.Reservation = s.reservationName
 	st.AppliedReplicas, st.ReadyReplicas = 0, 0
-	switch {
-	case s.sts != nil:
-		st.AppliedReplicas = lifecycle.ReplicasOf(s.sts.Spec.Replicas)
-		if s.sts.Status.ObservedGeneration >= s.sts.Generation {
-			st.ReadyReplicas = s.sts.Status.ReadyReplicas
-		}
-	case s.deploy != nil:
-		st.AppliedReplicas = lifecycle.ReplicasOf(s.deploy.Spec.Replicas)
-		if s.deploy.Status.ObservedGeneration >= s.deploy.Generation {
-			st.ReadyReplicas = s.deploy.Status.ReadyReplicas
-		}
+	if w := s.workload(); w != nil {
+		st.AppliedReplicas, st.ReadyReplicas = workloadCounts(w)
 	}
 	st.Replicas, st.ObservedReplicas, st.JoiningReplicas, st.TerminatingReplicas = 0, 0, 0, 0
 	for i := range s.pods {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,132 +18,175 @@ import (
 	"github.com/celld/celld-operator/controllers/workload"
 )
 
-// workload creates or converges the fleet's StatefulSet or Deployment: the operator's template,
-// and a replica count that moves by growth runs (PersistentFleet) or one member per step on
-// scale-in. A paused fleet gets no workload write at all. While a blocker holds provisioning
-// back, nothing is written either, but a StatefulSet fleet's healing is still planned at the
-// applied count: members that run are healed on their own disks whatever else is wrong.
+// workload is the pass's workload step: it observes what the plan needs (the live workload, and
+// whether its spec other than replicas is the rendering), asks lifecycle.PlanWorkload, the one
+// pure decision for both layouts, and carries the plan out: create, or converge the live
+// workload (a write only when the template drifted or the count moves). The plan's input is
+// kept on the scope, so the healing phase's confirmation plans again from the same input with
+// the members re-read.
 func (r *Reconciler) workload(ctx context.Context, s *scope) (bool, error) {
-	if paused(s.fleet) {
+	in, ob, err := r.observeWorkload(ctx, s)
+	if err != nil {
+		return true, err
+	}
+	p := lifecycle.PlanWorkload(in)
+	s.planned, s.heal = &in, p.Heal
+	if p.Block != nil {
+		s.find.Block(p.Block.Reason, p.Block.Message)
+	}
+	if p.ReleaseHolds {
 		// Only the early replacement cleanup runs: holds are released and no disk is deleted.
 		return true, r.releaseHolds(ctx, s)
 	}
-	if s.fleet.RunsAsStatefulSet() {
-		return r.statefulSet(ctx, s)
+	switch p.Write {
+	case lifecycle.WriteCreate:
+		s.find.Step = p.Step
+		setReplicas(ob.desired, p.Replicas)
+		return r.create(ctx, s, ob.desired)
+	case lifecycle.WriteUpdate:
+		s.find.Step = p.Step
+		setReplicas(ob.want, p.Replicas)
+		applied := in.Facts.Workload.Replicas
+		if err := r.converge(ctx, s, ob.live, ob.want, applied, p.Replicas, ob.drifted); err != nil {
+			return true, err
+		}
+		r.recordStep(ctx, s, applied, p.Replicas)
+		s.find.Workload, s.find.Applied = in.Facts.Workload, p.Replicas
 	}
-	return r.deployment(ctx, s)
+	return p.Stop, nil
 }
 
-// planHeal plans the pass at target and keeps its healing decision, with the target, for the
-// healing phase.
-func (s *scope) planHeal(facts lifecycle.Facts, target int32) lifecycle.Step {
-	step := lifecycle.Plan(facts, target)
-	s.heal, s.healTarget = &step.Heal, target
-	return step
+// workloadObservation is what the workload step read besides the plan's input: the live
+// workload, the rendering (desired) and the rendering merged onto the live object (want), and
+// the paths in which the live spec differs from the rendering.
+type workloadObservation struct {
+	live, desired, want client.Object
+	drifted             []string
+}
+
+// observeWorkload builds the workload plan's input. The drift check, a dry-run compared with
+// the live spec, runs only when the plan can use it: the fleet's own workload, nothing paused
+// or blocked.
+func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (lifecycle.WorkloadInput, workloadObservation, error) {
+	f := s.fleet
+	in := lifecycle.WorkloadInput{StatefulSet: f.RunsAsStatefulSet(), Paused: paused(f), Blocked: s.find.Blocked(), Target: s.target()}
+	if d := s.capacity; d != nil && d.CapacityUncertain {
+		in.Uncertain = &lifecycle.Verdict{Reason: v1.ReasonCapacityUncertain, Message: d.UncertainMessage}
+	}
+	ob := workloadObservation{live: s.workload()}
+	if in.Paused {
+		in.Facts = r.facts(s, false)
+		return in, ob, nil
+	}
+	if ob.live != nil && !f.Owns(ob.live) {
+		in.Foreign = leftAlone(s, ob.live)
+		in.Facts = r.facts(s, false)
+		return in, ob, nil
+	}
+	if !in.Blocked {
+		ob.desired = r.render(s)
+		if ob.live != nil {
+			ob.want = mergeUpdate(ob.live, ob.desired)
+			var err error
+			if ob.drifted, err = r.Drift.Check(ctx, r.Direct, s.key, ob.live, ob.want, client.FieldOwner(FieldOwner)); err != nil {
+				return in, ob, fmt.Errorf("compare %s %s/%s with its rendering: %w", kindOf(ob.live), f.Namespace, f.Name, err)
+			}
+		}
+	}
+	in.Facts = r.facts(s, ob.live != nil && ob.want != nil && len(ob.drifted) == 0)
+	return in, ob, nil
 }
 
 func paused(f *v1.CelldFleet) bool {
 	return f.Spec.Maintenance != nil && f.Spec.Maintenance.Paused
 }
 
-func (r *Reconciler) statefulSet(ctx context.Context, s *scope) (bool, error) {
-	f := s.fleet
-	if s.sts != nil && !r.ownedWorkload(s, s.sts) {
-		return true, nil
-	}
-	if s.find.Blocked() {
-		if s.sts == nil {
-			return true, nil // nothing runs, nothing to heal
-		}
-		// Heal only: the plan is made at the applied count, so no member is added or removed.
-		// Nothing is written this pass, so the live template is the one members keep running:
-		// for the healing rules it matches (no rollout of ours is about to recreate a member).
-		s.matches = true
-		facts := r.facts(s, s.matches)
-		s.planHeal(facts, facts.Workload.Replicas)
-		return false, nil
-	}
-	o := r.workloadOptions(s)
-	desired := workload.StatefulSet(f, o, f.DesiredReplicas())
-	var want *appsv1.StatefulSet
-	var drifted []string
-	if s.sts != nil {
-		want = statefulSetUpdate(s.sts, desired)
-		var err error
-		if drifted, err = r.Drift.Check(ctx, r.Direct, s.key, s.sts, want, client.FieldOwner(FieldOwner)); err != nil {
-			return true, fmt.Errorf("compare StatefulSet %s/%s with its rendering: %w", f.Namespace, f.Name, err)
-		}
-	}
-	s.matches = s.sts != nil && len(drifted) == 0
-	facts := r.facts(s, s.matches)
-	step := s.planHeal(facts, s.target())
-	next := step.Replicas
-	if step.Reason != "" && !lifecycle.Provisioned(step.Reason) {
-		// StorageIdentityConflict: no member is added and nothing is written, but the members
-		// that run are healed.
-		s.find.Block(step.Reason, step.Message)
+// workload is the pass's live workload of the fleet's layout, nil when there is none.
+func (s *scope) workload() client.Object {
+	if s.fleet.RunsAsStatefulSet() {
 		if s.sts != nil {
-			s.planHeal(facts, facts.Workload.Replicas)
+			return s.sts
 		}
-		return s.sts == nil, nil
+	} else if s.deploy != nil {
+		return s.deploy
 	}
-	s.find.Step = lifecycle.Verdict{Reason: step.Reason, Message: step.Message}
-	s.uncertain()
-	desired.Spec.Replicas = new(next)
-	if s.sts == nil {
-		return r.create(ctx, s, desired)
-	}
-	want.Spec.Replicas = new(next)
-	applied := lifecycle.ReplicasOf(s.sts.Spec.Replicas)
-	if err := r.converge(ctx, s, s.sts, want, applied, next, drifted); err != nil {
-		return true, err
-	}
-	r.recordStep(ctx, s, applied, next)
-	s.find.Workload, s.find.Applied = facts.Workload, next
-	return false, nil
+	return nil
 }
 
-func (r *Reconciler) deployment(ctx context.Context, s *scope) (bool, error) {
+// render is the operator's rendering of the fleet's workload, at spec.replicas.
+func (r *Reconciler) render(s *scope) client.Object {
 	f := s.fleet
-	if s.deploy != nil && !r.ownedWorkload(s, s.deploy) {
-		return true, nil
+	if f.RunsAsStatefulSet() {
+		return workload.StatefulSet(f, r.workloadOptions(s), f.DesiredReplicas())
 	}
-	if s.find.Blocked() {
-		return true, nil // a Deployment has no healing of its own: nothing to do
+	return workload.Deployment(f, r.workloadOptions(s), f.DesiredReplicas())
+}
+
+// mergeUpdate is the rendering merged onto the live workload for an update (statefulSetUpdate,
+// deploymentUpdate).
+func mergeUpdate(live, desired client.Object) client.Object {
+	switch l := live.(type) {
+	case *appsv1.StatefulSet:
+		return statefulSetUpdate(l, desired.(*appsv1.StatefulSet))
+	case *appsv1.Deployment:
+		return deploymentUpdate(l, desired.(*appsv1.Deployment))
 	}
-	desired := workload.Deployment(f, r.workloadOptions(s), f.DesiredReplicas())
-	if s.deploy == nil {
-		return r.create(ctx, s, desired)
+	panic(fmt.Sprintf("mergeUpdate: %T is no workload", live))
+}
+
+// workloadCounts are the replica counts a workload of either kind reports: the applied count,
+// and the ready count once its controller has observed the current generation (zero before).
+func workloadCounts(o client.Object) (applied, ready int32) {
+	switch o := o.(type) {
+	case *appsv1.StatefulSet:
+		if o.Status.ObservedGeneration >= o.Generation {
+			ready = o.Status.ReadyReplicas
+		}
+		return lifecycle.ReplicasOf(o.Spec.Replicas), ready
+	case *appsv1.Deployment:
+		if o.Status.ObservedGeneration >= o.Generation {
+			ready = o.Status.ReadyReplicas
+		}
+		return lifecycle.ReplicasOf(o.Spec.Replicas), ready
 	}
-	d := s.deploy
-	want := deploymentUpdate(d, desired)
-	drifted, err := r.Drift.Check(ctx, r.Direct, s.key, d, want, client.FieldOwner(FieldOwner))
-	if err != nil {
-		return true, fmt.Errorf("compare Deployment %s/%s with its rendering: %w", f.Namespace, f.Name, err)
+	return 0, 0
+}
+
+// podTemplate is a workload's Pod template.
+func podTemplate(o client.Object) *corev1.PodTemplateSpec {
+	switch o := o.(type) {
+	case *appsv1.StatefulSet:
+		return &o.Spec.Template
+	case *appsv1.Deployment:
+		return &o.Spec.Template
 	}
-	w := lifecycle.DeploymentFacts(d, len(drifted) == 0)
-	next, step := lifecycle.DeploymentStep(w, s.target())
-	want.Spec.Replicas = new(next)
-	if err := r.converge(ctx, s, d, want, w.Replicas, next, drifted); err != nil {
-		return true, err
+	return &corev1.PodTemplateSpec{}
+}
+
+func setReplicas(o client.Object, n int32) {
+	switch o := o.(type) {
+	case *appsv1.StatefulSet:
+		o.Spec.Replicas = new(n)
+	case *appsv1.Deployment:
+		o.Spec.Replicas = new(n)
 	}
-	r.recordStep(ctx, s, w.Replicas, next)
-	s.find.Step = step
-	s.uncertain()
-	s.find.Workload, s.find.Applied = w, next
-	return false, nil
 }
 
 // ownedWorkload refuses a workload the fleet did not create: without this fleet's UID label, or
 // with an owner reference to anything but this fleet (a controller, or any owner the garbage
 // collector would follow to delete the members). Such an object is never converted or adopted;
-// the message names it and its owner (foreignWorkload).
+// the message names it and its owner (leftAlone).
 func (r *Reconciler) ownedWorkload(s *scope, obj client.Object) bool {
 	if s.fleet.Owns(obj) {
 		return true
 	}
-	s.find.Block(v1.ReasonLifecycleBlocked, foreignWorkload(s, obj)+"; it is left alone: delete or rename it, remove the owner reference, or choose another fleet name")
+	s.find.Block(v1.ReasonLifecycleBlocked, leftAlone(s, obj))
 	return false
+}
+
+// leftAlone is the LifecycleBlocked message of a foreign workload at the fleet's name.
+func leftAlone(s *scope, obj client.Object) string {
+	return foreignWorkload(s, obj) + "; it is left alone: delete or rename it, remove the owner reference, or choose another fleet name"
 }
 
 func kindOf(obj client.Object) string {

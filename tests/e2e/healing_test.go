@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -90,6 +92,7 @@ var _ = Describe("self-healing", func() {
 
 	It("finishes or aborts a replacement the operator crashed in, and never deletes a second claim", func(ctx context.Context) {
 		before := claimUIDs(ctx, ns)
+		victim := podUID(ctx, ns, member(0))
 		marker := filepath.Join(artifactsDir(), "crash-"+ns)
 		Expect(os.WriteFile(marker, nil, 0o644)).To(Succeed())
 		Expect(framework.Cluster.Faults.LoseVolume(ctx, ns, claim(0))).To(Succeed())
@@ -97,8 +100,13 @@ var _ = Describe("self-healing", func() {
 			_, err := os.Stat(marker)
 			return os.IsNotExist(err)
 		}).Should(BeTrue(), "the replacement must reach the crash point")
+		// Finished: the member runs as a new Pod on a new claim. A deleted claim alone is not
+		// enough, the victim (held) may still be terminating then.
 		framework.EventuallyWithin(ctx, 2*framework.Medium, func(g Gomega) {
-			g.Expect(claimUIDs(ctx, ns)[claim(0)]).NotTo(Equal(before[claim(0)]))
+			uid := claimUIDs(ctx, ns)[claim(0)]
+			g.Expect(uid).NotTo(BeEmpty(), "the member's claim is recreated")
+			g.Expect(uid).NotTo(Equal(before[claim(0)]))
+			g.Expect(podUID(ctx, ns, member(0))).NotTo(BeElementOf(victim, types.UID("")), "the member returns as a new Pod")
 		}).Should(Succeed())
 		waitFleetReady(ctx, ns, name, 3)
 		p := framework.Pod(ctx, ns, member(0))
