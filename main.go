@@ -43,6 +43,10 @@ var version = "dev"
 // minutes to force-detach a volume from a lost node.
 const minReplacementDelay = time.Minute
 
+// minApplicationRefresh is the shortest --application-refresh accepted: below it, every settled
+// fleet's status is rewritten about as often as it is observed.
+const minApplicationRefresh = time.Minute
+
 type options struct {
 	metrics                    opmetrics.Serving
 	probeAddr                  string
@@ -52,6 +56,7 @@ type options struct {
 	storageProvisioners        string
 	fleet                      fleet.Options
 	allowShortReplacementDelay bool
+	applicationRefresh         time.Duration
 	zap                        zap.Options
 	config                     configSettings
 }
@@ -98,6 +103,7 @@ func parseWith(args []string, getenv func(string) string, cm *configSource) (*op
 	fs.DurationVar(&o.fleet.WaitingRequeue, "waiting-requeue-period", o.fleet.WaitingRequeue, "how often a fleet that waits for something no watch sees (blocked, provisioning) is re-examined (testing only)")
 	fs.IntVar(&o.fleet.MaxConcurrentReconciles, "max-concurrent-reconciles", 0, "override of watches.yaml's maxConcurrentReconciles (default 16)")
 	fs.BoolVar(&o.allowShortReplacementDelay, "unsafe-allow-short-replacement-delay", false, "accept --member-replacement-delay below 1m (e2e only)")
+	fs.DurationVar(&o.applicationRefresh, "application-refresh", application.DefaultOptions().Refresh, "how long an unchanged application observation goes before status.application.observedAt is written again (at least 1m); longer: fewer status writes of settled fleets, an older observedAt")
 	o.zap = zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	o.zap.BindFlags(fs)
 	o.config.bind(fs)
@@ -109,6 +115,9 @@ func parseWith(args []string, getenv func(string) string, cm *configSource) (*op
 	}
 	if o.fleet.MemberReplacementDelay < minReplacementDelay && !o.allowShortReplacementDelay {
 		return nil, fmt.Errorf("%s=%s is below the minimum of %s: a shorter delay replaces members that are only restarting; use at least 1m", o.config.where("member-replacement-delay"), o.fleet.MemberReplacementDelay, minReplacementDelay)
+	}
+	if o.applicationRefresh < minApplicationRefresh {
+		return nil, fmt.Errorf("--application-refresh=%s is below the minimum of %s: settled fleets' status would be rewritten at nearly every observation; use at least 1m", o.applicationRefresh, minApplicationRefresh)
 	}
 	o.fleet.StorageProvisioners = splitList(o.storageProvisioners)
 	if len(o.fleet.StorageProvisioners) == 0 {
@@ -187,6 +196,7 @@ func run(args []string) error {
 		return fmt.Errorf("set up the preview controller: %w", err)
 	}
 	observe := application.DefaultOptions()
+	observe.Refresh = o.applicationRefresh
 	mc, err := metricsclient.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("the Metrics API client: %w", err)

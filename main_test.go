@@ -21,6 +21,20 @@ func TestReplacementDelayBelowOneMinuteIsRefusedWithTheReason(t *testing.T) {
 	}
 }
 
+func TestApplicationRefreshBelowOneMinuteIsRefused(t *testing.T) {
+	_, err := parseFlags([]string{"--application-refresh=30s"})
+	if err == nil || !strings.Contains(err.Error(), "--application-refresh=30s is below the minimum of 1m0s") {
+		t.Fatalf("want a clear refusal, got %v", err)
+	}
+	o, err := parseFlags([]string{"--application-refresh=20m"})
+	if err != nil || o.applicationRefresh != 20*time.Minute {
+		t.Fatalf("20m must be accepted: %v", err)
+	}
+	if o, err = parseFlags(nil); err != nil || o.applicationRefresh != 5*time.Minute {
+		t.Fatalf("the default must stay 5m: %v %v", err, o)
+	}
+}
+
 func TestDefaultsComeFromTheSeeds(t *testing.T) {
 	o, err := parseFlags(nil)
 	if err != nil {
