@@ -226,9 +226,6 @@ func (r *Reconciler) running(ctx context.Context, s *pass) error {
 	if !r.parentAdmits(ctx, s) {
 		return nil
 	}
-	if s.p.Spec.Seed != nil && !r.seedAuthorized(ctx, s) {
-		return nil
-	}
 	if !r.pool(ctx, s) {
 		return nil
 	}
@@ -248,30 +245,27 @@ func (r *Reconciler) finalizer(ctx context.Context, s *pass) error {
 	return nil
 }
 
-// parentAdmits checks the parent before anything is created for the preview: in the
-// preview's namespace, present, not being deleted, with spec.previews.
+// parentAdmits reads what the checks before a creation need (the parent, and for a seeded
+// preview the fleet its source is bound to) and asks admit, the pure chain of those checks.
 func (r *Reconciler) parentAdmits(ctx context.Context, s *pass) bool {
+	in := admission{p: s.p, parent: &v1.CelldFleet{}}
 	p, ref := s.p, s.p.Spec.FleetRef
-	if ref.Namespace != "" && ref.Namespace != p.Namespace {
-		s.v = verdict{v1.PreviewBlocked, v1.ReasonParentInOtherNamespace, fmt.Sprintf("CelldPreview %s/%s names parent fleet %s/%s; a preview runs in its parent's namespace. Create the preview in namespace %s (spec.fleetRef is fixed, so create a new one)", p.Namespace, p.Name, ref.Namespace, ref.Name, ref.Namespace)}
+	if ref.Namespace == "" || ref.Namespace == p.Namespace {
+		in.parentErr = r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, in.parent)
+	}
+	if in.parentErr == nil && p.Spec.Seed != nil && in.parent.Spec.Previews != nil && in.parent.Spec.Previews.Seeding != nil {
+		if src := seedSource(in.parent, p.Spec.Seed.Source); src != nil {
+			in.seedFleet = &v1.CelldFleet{}
+			in.seedErr = r.Client.Get(ctx, types.NamespacedName{Namespace: src.FleetRef.Namespace, Name: src.FleetRef.Name}, in.seedFleet)
+		}
+	}
+	v, wait, ok := admit(in)
+	if !ok {
+		s.v, s.wait = v, wait
 		return false
 	}
-	parent := &v1.CelldFleet{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, parent); err != nil {
-		s.v = verdict{v1.PreviewBlocked, v1.ReasonParentMissing, fmt.Sprintf("Parent CelldFleet %s/%s does not exist (%v); create it with spec.previews, or create a preview of an existing parent (spec.fleetRef is fixed)", p.Namespace, ref.Name, client.IgnoreNotFound(err))}
-		s.wait = resync
-		return false
-	}
-	if parent.DeletionTimestamp != nil {
-		s.v = verdict{v1.PreviewBlocked, v1.ReasonParentDeleting, fmt.Sprintf("Parent CelldFleet %s/%s is being deleted, so it takes no new previews (existing previews run until they expire or are deleted); create the preview against another parent", p.Namespace, ref.Name)}
-		return false
-	}
-	if parent.Spec.Previews == nil {
-		s.v = verdict{v1.PreviewBlocked, v1.ReasonPreviewsNotEnabled, fmt.Sprintf("Parent CelldFleet %s/%s has no spec.previews; a platform administrator must add it (docs/previews.md), or create the preview against a fleet that has it", p.Namespace, ref.Name)}
-		return false
-	}
-	s.parent = parent
-	s.storageURL, s.url = StorageURL(parent, s.fleet), URL(parent, s.fleet)
+	s.parent = in.parent
+	s.storageURL, s.url = StorageURL(in.parent, s.fleet), URL(in.parent, s.fleet)
 	return true
 }
 
