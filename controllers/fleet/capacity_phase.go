@@ -103,8 +103,8 @@ func (r *Reconciler) capacity(_ context.Context, s *scope) (bool, error) {
 		return false, nil
 	}
 	in := capacity.Input{Policy: *f.Spec.Capacity, Now: s.now, Declared: f.DesiredReplicas(), History: s.history}
-	if w := s.workload(); w != nil {
-		in.Applied, _ = workloadCounts(w)
+	if w := s.workloadFacts(false); w.Exists {
+		in.Applied = w.Replicas
 		if in.Applied > 0 && f.RunsAsStatefulSet() {
 			in.Victim = v1.MemberName(f.Name, in.Applied-1) // a scale-in removes the last ordinal
 		}

@@ -20,15 +20,12 @@ func (r *Reconciler) facts(s *scope, matches bool) lifecycle.Facts {
 		OrderedBucket:     f.Spec.Profile == v1.ProfileBucket,
 		Fleet:             f.Name,
 		Declared:          f.DesiredReplicas(),
+		Workload:          s.workloadFacts(matches),
 	}
-	if !f.RunsAsStatefulSet() {
-		// A Deployment's Pods are no ordinal members: its plan reads the workload alone.
-		lf.Workload = lifecycle.DeploymentFacts(s.deploy, matches)
-		lf.Applied = lf.Workload.Replicas
-		return lf
-	}
-	lf.Workload = lifecycle.WorkloadFacts(s.sts, matches)
 	lf.Applied = lf.Workload.Replicas
+	if !f.RunsAsStatefulSet() {
+		return lf // a Deployment's Pods are no ordinal members: its plan reads the workload alone
+	}
 	// Every current and declared ordinal has a slot, Pod or not; AddClaim extends the slots
 	// to removed members' kept claims.
 	lf.Members = make([]lifecycle.Member, max(lf.Workload.Replicas, lf.Declared))

@@ -90,8 +90,11 @@ func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus
 	st.DesiredReplicas = f.DesiredReplicas()
 	st.Reservation = s.reservationName
 	st.AppliedReplicas, st.ReadyReplicas = 0, 0
-	if w := s.workload(); w != nil {
-		st.AppliedReplicas, st.ReadyReplicas = workloadCounts(w)
+	if w := s.workloadFacts(false); w.Exists {
+		st.AppliedReplicas = w.Replicas
+		if w.Observed() {
+			st.ReadyReplicas = w.ReadyReplicas
+		}
 	}
 	st.Replicas, st.ObservedReplicas, st.JoiningReplicas, st.TerminatingReplicas = 0, 0, 0, 0
 	for i := range s.pods {

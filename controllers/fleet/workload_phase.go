@@ -69,21 +69,16 @@ type workloadObservation struct {
 // or blocked.
 func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (lifecycle.WorkloadInput, workloadObservation, error) {
 	f := s.fleet
-	in := lifecycle.WorkloadInput{StatefulSet: f.RunsAsStatefulSet(), Paused: paused(f), Blocked: s.find.Blocked(), Target: s.target()}
+	in := lifecycle.WorkloadInput{StatefulSet: f.RunsAsStatefulSet(), Blocked: s.find.Blocked(), Target: s.target()}
 	if d := s.capacity; d != nil && d.CapacityUncertain {
 		in.Uncertain = &lifecycle.Verdict{Reason: v1.ReasonCapacityUncertain, Message: d.UncertainMessage}
 	}
 	ob := workloadObservation{live: s.workload()}
-	if in.Paused {
-		in.Facts = r.facts(s, false)
-		return in, ob, nil
-	}
-	if ob.live != nil && !f.Owns(ob.live) {
+	isPaused := paused(f)
+	if !isPaused && ob.live != nil && !f.Owns(ob.live) {
 		in.Foreign = leftAlone(s, ob.live)
-		in.Facts = r.facts(s, false)
-		return in, ob, nil
 	}
-	if !in.Blocked {
+	if !isPaused && in.Foreign == "" && !in.Blocked {
 		ob.desired = r.render(s)
 		if ob.live != nil {
 			ob.want = mergeUpdate(ob.live, ob.desired)
@@ -93,7 +88,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (lifecycle.W
 			}
 		}
 	}
-	in.Facts = r.facts(s, ob.live != nil && ob.want != nil && len(ob.drifted) == 0)
+	in.Facts = r.facts(s, ob.want != nil && len(ob.drifted) == 0)
 	return in, ob, nil
 }
 
@@ -134,22 +129,13 @@ func mergeUpdate(live, desired client.Object) client.Object {
 	panic(fmt.Sprintf("mergeUpdate: %T is no workload", live))
 }
 
-// workloadCounts are the replica counts a workload of either kind reports: the applied count,
-// and the ready count once its controller has observed the current generation (zero before).
-func workloadCounts(o client.Object) (applied, ready int32) {
-	switch o := o.(type) {
-	case *appsv1.StatefulSet:
-		if o.Status.ObservedGeneration >= o.Generation {
-			ready = o.Status.ReadyReplicas
-		}
-		return lifecycle.ReplicasOf(o.Spec.Replicas), ready
-	case *appsv1.Deployment:
-		if o.Status.ObservedGeneration >= o.Generation {
-			ready = o.Status.ReadyReplicas
-		}
-		return lifecycle.ReplicasOf(o.Spec.Replicas), ready
+// workloadFacts reads the pass's live workload of the fleet's layout (lifecycle.WorkloadFacts,
+// lifecycle.DeploymentFacts); matches is the drift check's verdict.
+func (s *scope) workloadFacts(matches bool) lifecycle.Workload {
+	if s.fleet.RunsAsStatefulSet() {
+		return lifecycle.WorkloadFacts(s.sts, matches)
 	}
-	return 0, 0
+	return lifecycle.DeploymentFacts(s.deploy, matches)
 }
 
 // podTemplate is a workload's Pod template.

@@ -13,10 +13,9 @@ type WorkloadInput struct {
 	// a Deployment (Bucket), which has no replica plan of its own and no healing.
 	StatefulSet bool
 	// Facts are the observed workload and members. Facts.Workload.TemplateMatches is the
-	// drift check's verdict (the live spec, other than replicas, is the rendering).
+	// drift check's verdict (the live spec, other than replicas, is the rendering);
+	// Facts.Paused (spec.maintenance.paused) means no workload write and no healing action.
 	Facts Facts
-	// Paused is spec.maintenance.paused: no workload write and no healing action.
-	Paused bool
 	// Foreign names a workload at the fleet's name that the fleet does not own; it is left
 	// alone (LifecycleBlocked).
 	Foreign string
@@ -90,7 +89,7 @@ func PlanWorkload(in WorkloadInput) WorkloadPlan {
 	f := in.Facts
 	w := f.Workload
 	switch {
-	case in.Paused:
+	case f.Paused:
 		return WorkloadPlan{Replicas: w.Replicas, ReleaseHolds: true, Stop: true}
 	case in.Foreign != "":
 		return WorkloadPlan{Replicas: w.Replicas, Block: &Verdict{Reason: v1.ReasonLifecycleBlocked, Message: in.Foreign}, Stop: true}
@@ -101,15 +100,13 @@ func PlanWorkload(in WorkloadInput) WorkloadPlan {
 			return WorkloadPlan{Stop: true} // nothing runs, nothing to heal
 		}
 		f.Workload.TemplateMatches = true
-		heal := Plan(f, w.Replicas).Heal
-		return WorkloadPlan{Replicas: w.Replicas, Heal: &heal}
+		return WorkloadPlan{Replicas: w.Replicas, Heal: healRunning(f)}
 	}
 	step := Plan(f, in.Target)
 	if step.Reason != "" && !Provisioned(step.Reason) {
 		p := WorkloadPlan{Replicas: w.Replicas, Block: &Verdict{Reason: step.Reason, Message: step.Message}, Stop: !w.Exists}
 		if w.Exists {
-			heal := Plan(f, w.Replicas).Heal
-			p.Heal = &heal
+			p.Heal = healRunning(f)
 		}
 		return p
 	}
@@ -121,6 +118,13 @@ func PlanWorkload(in WorkloadInput) WorkloadPlan {
 		p.Write, p.Heal, p.Stop = WriteCreate, nil, true
 	}
 	return p
+}
+
+// healRunning is the healing decision of a pass that adds and removes no member: planned at
+// the applied count.
+func healRunning(f Facts) *Decision {
+	h := Plan(f, f.Workload.Replicas).Heal
+	return &h
 }
 
 func planDeployment(in WorkloadInput) WorkloadPlan {

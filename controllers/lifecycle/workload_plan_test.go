@@ -62,10 +62,10 @@ func TestPlanWorkload(t *testing.T) {
 
 		// paused: no write and no healing action, whatever is lost
 		{"paused releases holds and ends the pass",
-			with(sts(4, fleet(3, declared(4), lost)), func(in *WorkloadInput) { in.Paused = true }),
+			sts(4, fleet(3, declared(4), lost, paused)),
 			want{replicas: 3, noHeal: true, release: true, stop: true}},
 		{"paused wins over a foreign workload",
-			with(sts(3, fleet(3)), func(in *WorkloadInput) { in.Paused = true; in.Foreign = "StatefulSet ns/f exists" }),
+			with(sts(3, fleet(3, paused)), func(in *WorkloadInput) { in.Foreign = "StatefulSet ns/f exists" }),
 			want{replicas: 3, noHeal: true, release: true, stop: true}},
 
 		// a foreign workload is left alone

@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -77,10 +78,10 @@ func admitSeed(in admission) (verdict, time.Duration, bool) {
 			p.Namespace, p.Name, p.Spec.Seed.Source, parent.Namespace, parent.Name, strings.Join(names, ", "))
 	}
 	ref, f, err := src.FleetRef, in.seedFleet, in.seedErr
+	if f == nil && err == nil {
+		err = errors.New("not read") // the caller reads it whenever the parent approves the source
+	}
 	switch {
-	case f == nil:
-		err = fmt.Errorf("not read")
-		fallthrough
 	case client.IgnoreNotFound(err) != nil:
 		return refuse(resync, "Seed source %q of parent CelldFleet %s/%s is fleet %s/%s, which the operator cannot read (%v); nothing was created. The operator must watch namespace %s",
 			src.Name, parent.Namespace, parent.Name, ref.Namespace, ref.Name, err, ref.Namespace)
