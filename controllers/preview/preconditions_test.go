@@ -111,7 +111,7 @@ func expectDecidedAgain(t *testing.T, res ctrl.Result, err error) {
 	}
 }
 
-// TestARestoreOfTheGeneratedFleetMeetsItsStatusWriters covers reconciler.go restore. The
+// TestARestoreOfTheGeneratedFleetMeetsItsStatusWriters covers act.go restore. The
 // restore rests on the fleet's spec alone, while the fleet reconciler and the application
 // observer write its status all the time: a conflict is verified on a fresh read and the spec
 // written again on it, within the pass. It used to end the pass, and a fleet whose status
@@ -202,11 +202,11 @@ func TestARestoreOfTheGeneratedFleetMeetsItsStatusWriters(t *testing.T) {
 	}
 }
 
-// TestAPreviewsOwnWritesMeetAnotherWriter covers reconciler.go finalizer, create (the intent
-// annotation written before the fleet is created) and deleting (the finalizer's removal):
+// TestAPreviewsOwnWritesMeetAnotherWriter covers act.go's addFinalizer, recordIntent (the intent
+// annotation written before the fleet is created) and release (the finalizer's removal):
 // optimistic-lock merge patches of the preview, which a person or a GitOps tool labels. The
 // conflict ends the pass, nothing is written from the stale read (no fleet is created without
-// its intent recorded), and the next pass writes. It also covers removeFleet: a delete bound to
+// its intent recorded), and the next pass writes. It also covers deleteFleet: a delete bound to
 // the fleet's UID only, because the fleet's status moves all the time and what the delete
 // rests on (the preview's label) was read from the API server just before.
 func TestAPreviewsOwnWritesMeetAnotherWriter(t *testing.T) {
@@ -220,7 +220,7 @@ func TestAPreviewsOwnWritesMeetAnotherWriter(t *testing.T) {
 		at      int
 		// done says whether the reconciler's write is made
 		done func(t *testing.T, p *v1.CelldPreview) bool
-		// through: the write goes through the other writer's change (removeFleet)
+		// through: the write goes through the other writer's change (deleteFleet)
 		through bool
 	}{
 		{name: "finalizer", verb: "patch", match: isPreview, at: 1,
@@ -258,7 +258,7 @@ func TestAPreviewsOwnWritesMeetAnotherWriter(t *testing.T) {
 			done: func(t *testing.T, p *v1.CelldPreview) bool {
 				return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(p), &v1.CelldPreview{}))
 			}},
-		{name: "removeFleet", verb: "delete", match: isFleet, at: 1, through: true,
+		{name: "deleteFleet", verb: "delete", match: isFleet, at: 1, through: true,
 			prepare: func(t *testing.T, r *Reconciler, ns string) *v1.CelldPreview {
 				p := createPreview(t, ns, "pr-1", "development", 0)
 				reconcileOnce(t, r, p)

@@ -73,7 +73,7 @@ func namespace(t *testing.T) string {
 // createParent creates a parent fleet in ns; previewBucket "" leaves spec.previews out.
 func createParent(t *testing.T, ns, name, previewBucket string) *v1.CelldFleet {
 	t.Helper()
-	return createFleet(t, ns, name, func(f *v1.CelldFleet) {
+	return createFleetObject(t, ns, name, func(f *v1.CelldFleet) {
 		if previewBucket == "" {
 			return
 		}
@@ -84,8 +84,8 @@ func createParent(t *testing.T, ns, name, previewBucket string) *v1.CelldFleet {
 	})
 }
 
-// createFleet creates a PersistentFleet ns/name on bucket NS-NAME, edited by edit first.
-func createFleet(t *testing.T, ns, name string, edit func(*v1.CelldFleet)) *v1.CelldFleet {
+// createFleetObject creates a PersistentFleet ns/name on bucket NS-NAME, edited by edit first.
+func createFleetObject(t *testing.T, ns, name string, edit func(*v1.CelldFleet)) *v1.CelldFleet {
 	t.Helper()
 	f := corpus.Persistent()
 	f.Namespace, f.Name, f.Spec.Storage.Bucket = ns, name, ns+"-"+name
@@ -404,7 +404,7 @@ func seededPreview(t *testing.T, ns, name, parent, source string) *v1.CelldPrevi
 // source's namespace, name and uid.
 func withSeeding(t *testing.T, ns, name string, source *v1.CelldFleet, uid string) *v1.CelldFleet {
 	t.Helper()
-	return createFleet(t, ns, name, func(f *v1.CelldFleet) {
+	return createFleetObject(t, ns, name, func(f *v1.CelldFleet) {
 		f.Spec.Previews = &v1.FleetPreviewsSpec{Storage: v1.PreviewStorage{Bucket: ns + "-" + name + "-pool"},
 			Seeding: &v1.PreviewSeeding{Executor: "snapshot", Sources: []v1.SeedSource{{Name: "production",
 				FleetRef: v1.SeedFleetRef{Namespace: source.Namespace, Name: source.Name, UID: uid}}}}}
