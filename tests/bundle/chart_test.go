@@ -176,6 +176,43 @@ func TestChartFleetNamespacesAndMetrics(t *testing.T) {
 	}
 }
 
+// TestChartNotesSayWhatTheReleaseWatches: after helm install, the notes say what a release
+// without watchNamespaces watches; with fleetNamespaces set, that another release's fleets
+// would be reconciled too unless watchNamespaces is set (docs/operations.md, "More than one
+// operator"), and nothing about it once watchNamespaces is set.
+func TestChartNotesSayWhatTheReleaseWatches(t *testing.T) {
+	const watchesAll, noRights = "This release watches every namespace", "the operator has no rights in any namespace yet"
+	for _, c := range []struct {
+		name string
+		vals map[string]any
+		want []string
+		not  []string
+	}{
+		{"no fleetNamespaces", map[string]any{}, []string{noRights}, []string{watchesAll}},
+		{"fleetNamespaces, every namespace watched", map[string]any{"fleetNamespaces": []any{"team-a"}},
+			[]string{watchesAll, "set watchNamespaces to the same list as\nfleetNamespaces"}, []string{noRights}},
+		{"fleetNamespaces watched", map[string]any{"fleetNamespaces": []any{"team-a"}, "watchNamespaces": []any{"team-a"}},
+			nil, []string{watchesAll, noRights}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			notes, err := cases.Notes(loadChart(t), c.vals, releaseNamespace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("the notes lack %q:\n%s", w, notes)
+				}
+			}
+			for _, w := range c.not {
+				if strings.Contains(notes, w) {
+					t.Errorf("the notes say %q:\n%s", w, notes)
+				}
+			}
+		})
+	}
+}
+
 // TestChartSchemaRefusesBadValues: values.schema.json is the chart's admission.
 func TestChartSchemaRefusesBadValues(t *testing.T) {
 	bad := map[string]map[string]any{

@@ -125,22 +125,7 @@ func (c Case) Dir(root, tmp string) (string, error) {
 // validated against values.schema.json, templates rendered by the engine in strict mode, every
 // template but NOTES.txt and partials joined in name order.
 func Manifest(chrt *chart.Chart, vals map[string]any, namespace string) (string, error) {
-	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
-		return "", err
-	}
-	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = KubeVersion
-	for _, c := range append([]*chart.Chart{chrt}, chrt.Dependencies()...) {
-		if v := c.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
-			return "", fmt.Errorf("chart %s's kubeVersion %q refuses Kubernetes %s", c.Name(), v, caps.KubeVersion)
-		}
-	}
-	top, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{Name: ReleaseName, Namespace: namespace, IsInstall: true}, caps)
-	if err != nil {
-		return "", err
-	}
-	e := engine.Engine{Strict: true}
-	files, err := e.Render(chrt, top)
+	files, err := renderFiles(chrt, vals, namespace)
 	if err != nil {
 		return "", err
 	}
@@ -159,6 +144,40 @@ func Manifest(chrt *chart.Chart, vals map[string]any, namespace string) (string,
 		manifest.WriteString("\n")
 	}
 	return manifest.String(), nil
+}
+
+// Notes renders what helm install prints after installing chrt with vals: the install
+// chart's NOTES.txt.
+func Notes(chrt *chart.Chart, vals map[string]any, namespace string) (string, error) {
+	files, err := renderFiles(chrt, vals, namespace)
+	if err != nil {
+		return "", err
+	}
+	notes, ok := files[chrt.Name()+"/templates/NOTES.txt"]
+	if !ok {
+		return "", fmt.Errorf("chart %s has no templates/NOTES.txt", chrt.Name())
+	}
+	return notes, nil
+}
+
+// renderFiles renders every template of chrt as helm template does, by template path.
+func renderFiles(chrt *chart.Chart, vals map[string]any, namespace string) (map[string]string, error) {
+	if err := chartutil.ProcessDependenciesWithMerge(chrt, vals); err != nil {
+		return nil, err
+	}
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = KubeVersion
+	for _, c := range append([]*chart.Chart{chrt}, chrt.Dependencies()...) {
+		if v := c.Metadata.KubeVersion; v != "" && !chartutil.IsCompatibleRange(v, caps.KubeVersion.String()) {
+			return nil, fmt.Errorf("chart %s's kubeVersion %q refuses Kubernetes %s", c.Name(), v, caps.KubeVersion)
+		}
+	}
+	top, err := chartutil.ToRenderValues(chrt, vals, chartutil.ReleaseOptions{Name: ReleaseName, Namespace: namespace, IsInstall: true}, caps)
+	if err != nil {
+		return nil, err
+	}
+	e := engine.Engine{Strict: true}
+	return e.Render(chrt, top)
 }
 
 // MonitoringCRDs stand in for the Prometheus Operator's CRDs (kinds and groups only, any
