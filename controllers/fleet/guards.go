@@ -3,8 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -16,66 +14,54 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/controllers/lifecycle"
 )
 
-// guards refuses to provision a fleet whose prerequisites are missing: the NetworkPolicy
-// attestation, the runtime ServiceAccount and, for PersistentFleet, a suitable StorageClass.
-// A missing prerequisite is a blocker: nothing is created or changed, but the pass goes on to
-// heal the members that already run (a prerequisite removed under a running fleet must not
-// leave a member stuck on a lost node).
-func (r *Reconciler) guards(ctx context.Context, s *scope) (bool, error) {
-	f := s.fleet
-	if !r.Options.NetworkPolicyEnforced {
-		s.find.Block(v1.ReasonIsolationUnverified, "Administrator must verify a NetworkPolicy enforcing CNI and enable --network-policy-enforced (chart value networkPolicyEnforced) before provisioning")
-		return false, nil
+// guards refuses to provision a fleet whose prerequisites are missing: lifecycle.Guard, the
+// pure chain of the checks, on what observeGuards read. A missing prerequisite is a blocker:
+// nothing is created or changed, but the pass goes on to heal the members that already run (a
+// prerequisite removed under a running fleet must not leave a member stuck on a lost node).
+func (r *Reconciler) guards(_ context.Context, s *scope) (bool, error) {
+	if s.guardErr != nil {
+		return true, s.guardErr
 	}
-	sa := &metav1.PartialObjectMetadata{}
-	sa.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))
-	if err := s.read.Get(ctx, types.NamespacedName{Namespace: f.Namespace, Name: f.Spec.ServiceAccountName}, sa); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return true, err
-		}
-		s.find.Block(v1.ReasonServiceAccountMissing, fmt.Sprintf("ServiceAccount %s/%s does not exist; create it (with the IAM role that reaches bucket %s) before the fleet can be provisioned",
-			f.Namespace, f.Spec.ServiceAccountName, f.Spec.Storage.Bucket))
-		return false, nil
-	}
-	if f.Spec.Profile == v1.ProfilePersistentFleet {
-		reason, msg, err := r.storageClass(ctx, *f.Spec.Storage.StorageClassName)
-		if err != nil {
-			return true, err
-		}
-		if reason != "" {
-			s.find.Block(reason, msg)
-		}
+	if b := lifecycle.Guard(s.guard); b != nil {
+		s.find.Block(b.Reason, b.Message)
 	}
 	return false, nil
 }
 
-// storageClass checks the class a PersistentFleet's disks come from: it must exist, delete its
-// volumes with their claims (only fleet deletion removes claims), bind on first consumer (so
-// a disk is created in the zone the scheduler picked) and come from an accepted provisioner.
-func (r *Reconciler) storageClass(ctx context.Context, name string) (reason, msg string, err error) {
+// observeGuards reads what the guards check: whether the runtime ServiceAccount exists (from
+// the namespace's cache) and, for a PersistentFleet, its StorageClass (from the manager's
+// cache). Nothing is read without the NetworkPolicy attestation, which comes first, nor for a
+// fleet being deleted. A read that fails is the guards' error, so it ends only a pass that
+// reaches them.
+func (r *Reconciler) observeGuards(ctx context.Context, s *scope) {
+	f := s.fleet
+	s.guard = lifecycle.GuardInput{NetworkPolicyEnforced: r.Options.NetworkPolicyEnforced, Namespace: f.Namespace,
+		ServiceAccount: f.Spec.ServiceAccountName, Bucket: f.Spec.Storage.Bucket,
+		Persistent: f.Spec.Profile == v1.ProfilePersistentFleet, Provisioners: r.Options.StorageProvisioners}
+	if !s.guard.NetworkPolicyEnforced || f.DeletionTimestamp != nil {
+		return
+	}
+	sa := &metav1.PartialObjectMetadata{}
+	sa.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))
+	err := s.read.Get(ctx, types.NamespacedName{Namespace: f.Namespace, Name: f.Spec.ServiceAccountName}, sa)
+	s.guard.ServiceAccountExists = err == nil
+	if client.IgnoreNotFound(err) != nil {
+		s.guardErr = fmt.Errorf("read ServiceAccount %s/%s: %w", f.Namespace, f.Spec.ServiceAccountName, err)
+		return
+	}
+	if !s.guard.Persistent || !s.guard.ServiceAccountExists || f.Spec.Storage.StorageClassName == nil {
+		return
+	}
+	s.guard.StorageClassName = *f.Spec.Storage.StorageClassName
 	sc := &storagev1.StorageClass{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, sc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return v1.ReasonStorageClassMissing, fmt.Sprintf("StorageClass %s does not exist; create it or set spec.storage.storageClassName to an existing class at fleet creation", name), nil
-		}
-		return "", "", err
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: s.guard.StorageClassName}, sc); err == nil {
+		s.guard.StorageClass = sc
+	} else if !apierrors.IsNotFound(err) {
+		s.guardErr = fmt.Errorf("read StorageClass %s: %w", s.guard.StorageClassName, err)
 	}
-	var problems []string
-	if sc.ReclaimPolicy == nil || *sc.ReclaimPolicy != "Delete" {
-		problems = append(problems, "reclaimPolicy must be Delete")
-	}
-	if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer {
-		problems = append(problems, "volumeBindingMode must be WaitForFirstConsumer so each disk is created in its member's zone")
-	}
-	if !slices.Contains(r.Options.StorageProvisioners, sc.Provisioner) {
-		problems = append(problems, fmt.Sprintf("provisioner %s is not one of the accepted %s (operator flag --storage-provisioners)", sc.Provisioner, strings.Join(r.Options.StorageProvisioners, ", ")))
-	}
-	if len(problems) > 0 {
-		return v1.ReasonInvalidStorageClass, fmt.Sprintf("StorageClass %s cannot hold fleet disks: %s; use a class that satisfies this", name, strings.Join(problems, "; ")), nil
-	}
-	return "", "", nil
 }
 
 // foreignWorkload is the sentence naming a workload at the fleet's name that the fleet does not

@@ -25,6 +25,12 @@ type metrics struct {
 	conditions *prometheus.GaugeVec
 	// healing counts the self-healing actions taken, by action and reason.
 	healing *prometheus.CounterVec
+	// statusWrites counts the status writes of all fleets by kind: "change" (something a
+	// reader acts on changed) or "counters" (only member counters and the wording of unchanged
+	// conditions); statusPaced counts the counters-only writes the pacer put off. Unlabelled
+	// by fleet: they show where a fleet's requests go while it comes up (docs/performance.md).
+	statusWrites *prometheus.CounterVec
+	statusPaced  prometheus.Counter
 
 	mu sync.Mutex
 	// conditionSeries remembers, per fleet, the label values of the condition series last set,
@@ -109,6 +115,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.healing = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "celld_fleet_healing_actions_total",
 		Help: "Self-healing actions taken, by action (ForceDeletePod, DeletePod, ReplaceMember) and reason (the action's event reason, or ClaimReleased)."},
 		[]string{"namespace", "fleet", "action", "reason"}))
+	m.statusWrites = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "celld_operator_status_writes_total",
+		Help: "Fleet status writes, by kind: change (a condition's status or reason, a count or record a reader acts on) or counters (member counters and the wording of unchanged conditions only)."},
+		[]string{"kind"}))
+	m.statusPaced = register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "celld_operator_status_writes_paced_total",
+		Help: "Counters-only fleet status writes put off because the fleet's status was written less than a second before; the next pass writes the newer status."}))
 	return m
 }
 
@@ -147,6 +158,25 @@ func (m *metrics) healed(f *v1.CelldFleet, d lifecycle.Decision) {
 		reason = healingNoEvent
 	}
 	m.healing.WithLabelValues(f.Namespace, f.Name, d.Action.String(), reason).Inc()
+}
+
+// statusWritten counts a status write; counters says it changed only counters and wording.
+func (m *metrics) statusWritten(counters bool) {
+	if m == nil {
+		return
+	}
+	kind := "change"
+	if counters {
+		kind = "counters"
+	}
+	m.statusWrites.WithLabelValues(kind).Inc()
+}
+
+// paced counts a counters-only status write the pacer put off.
+func (m *metrics) paced() {
+	if m != nil {
+		m.statusPaced.Inc()
+	}
 }
 
 // defaultMetrics registers on controller-runtime's registry, served at /metrics.

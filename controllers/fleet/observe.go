@@ -25,7 +25,8 @@ import (
 // goes on as if there were none, and the create that follows is the API server's arbitration:
 // a workload somebody else created at the fleet's name answers it AlreadyExists and is then
 // read and refused (statefulSet, deployment). Only a fleet being deleted asks the API server
-// first, since its deletion must not take a workload the cache has not delivered for gone.
+// first, since its deletion must not take a workload the cache has not delivered for gone. It
+// also reads what the guards check (observeGuards).
 func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	s.reservationName = reservation.Name(f.Spec.Storage.Bucket, f.Spec.Storage.Prefix)
@@ -62,7 +63,11 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 			kindOf(other), f.Namespace, f.Name, layoutKind(s), kindOf(other)))
 		return true, nil
 	}
-	return false, r.readMembers(ctx, s, s.read, r.Caches != nil)
+	if err := r.readMembers(ctx, s, s.read, r.Caches != nil); err != nil {
+		return true, err
+	}
+	r.observeGuards(ctx, s)
+	return false, nil
 }
 
 // readMembers reads the fleet's Pods and, for a PersistentFleet, the claims at its member

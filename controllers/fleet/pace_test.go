@@ -1,11 +1,18 @@
 package fleet
 
 import (
+	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 )
@@ -114,4 +121,75 @@ func TestStatusInFlight(t *testing.T) {
 	if p.inFlight(key, "7", ready) {
 		t.Fatal("a forgotten fleet's write is still in flight")
 	}
+}
+
+// TestStatusWritesAreCountedByKind: against a real API server, a fleet's first status is a
+// change; a member that appears long after the last write moves only counters and is written at
+// once (counters); a second one that appears within a second of that write is put off (paced)
+// and written by a pass a second later (counters).
+func TestStatusWritesAreCountedByKind(t *testing.T) {
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	r.metrics, r.pacer = newMetrics(prometheus.NewRegistry()), &statusPacer{}
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	r.Now = func() time.Time { return now }
+	ns := setup(t, admin)
+	f := createFleet(t, admin, ns, "counted", ns+"-counted", nil)
+	count := func() (change, counters, paced float64) {
+		return testutil.ToFloat64(r.metrics.statusWrites.WithLabelValues("change")),
+			testutil.ToFloat64(r.metrics.statusWrites.WithLabelValues("counters")), testutil.ToFloat64(r.metrics.statusPaced)
+	}
+	live := &v1.CelldFleet{}
+	settled := func() string {
+		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(f), live); err != nil {
+			t.Fatal(err)
+		}
+		return live.ResourceVersion
+	}
+	// The first passes (finalizer, reservation, children, workload, status), a pace apart, until
+	// a pass writes nothing.
+	for pass, rv := 0, ""; ; pass++ {
+		if pass == 8 {
+			t.Fatal("the fleet's status never settled")
+		}
+		reconcileOnce(t, r, f)
+		now = now.Add(2 * statusPace)
+		if next := settled(); next == rv {
+			break
+		} else {
+			rv = next
+		}
+	}
+	change, counters, paced := count()
+	if change < 1 {
+		t.Fatalf("the first status must be counted as a change: change %v, counters %v, paced %v", change, counters, paced)
+	}
+	member := func(i int) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("counted-%d", i), Labels: map[string]string{v1.LabelFleetUID: string(live.UID)}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "celld", Image: "celld"}}}}
+		if err := admin.Create(context.Background(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect := func(when string, dc, dn, dp float64, joining int32) {
+		t.Helper()
+		if c, n, p := count(); c != change+dc || n != counters+dn || p != paced+dp {
+			t.Fatalf("%s: change +%v, counters +%v, paced +%v; want +%v, +%v, +%v", when, c-change, n-counters, p-paced, dc, dn, dp)
+		}
+		settled()
+		if live.Status.JoiningReplicas != joining {
+			t.Fatalf("%s: status says %d members joining, want %d", when, live.Status.JoiningReplicas, joining)
+		}
+	}
+
+	member(0)
+	reconcileOnce(t, r, f)
+	expect("a member long after the last write", 0, 1, 0, 1)
+	member(1)
+	now = now.Add(statusPace / 2)
+	reconcileOnce(t, r, f)
+	expect("a member within a second of the last write", 0, 1, 1, 1)
+	now = now.Add(statusPace)
+	reconcileOnce(t, r, f)
+	expect("a second later", 0, 2, 1, 2)
 }

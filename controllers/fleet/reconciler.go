@@ -236,6 +236,10 @@ type scope struct {
 	claims      []corev1.PersistentVolumeClaim
 	namedClaims []corev1.PersistentVolumeClaim
 
+	// guard is what the guards check, read by observe; guardErr a read of it that failed.
+	guard    lifecycle.GuardInput
+	guardErr error
+
 	// find is what the phases found; outcome is lifecycle.Decide's verdict of it: one reason
 	// and message explain Ready, Progressing and Blocked together (reference §1.19).
 	find    lifecycle.Findings

@@ -15,7 +15,6 @@ import (
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	acv1 "github.com/celld/celld-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/lifecycle"
-	"github.com/celld/celld-operator/controllers/reservation"
 	"github.com/celld/celld-operator/controllers/ssa"
 )
 
@@ -44,15 +43,18 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(ownedStatus(live.Status), ownedStatus(*want)) {
 		return nil
 	}
-	if countersOnly(live.Status, *want) {
+	counters := countersOnly(live.Status, *want)
+	if counters {
 		if wait := r.pacer.wait(s.key, r.now()); wait > 0 {
 			s.again(wait) // the next pass writes what this one would have
+			r.metrics.paced()
 			return nil
 		}
 	}
 	if err := ApplyStatus(ctx, r.Client, live, want); err != nil {
 		return client.IgnoreNotFound(err) // a released fleet may be gone
 	}
+	r.metrics.statusWritten(counters)
 	r.pacer.wrote(s.key, r.now(), live.ResourceVersion, *want)
 	return nil
 }
@@ -115,39 +117,19 @@ func (r *Reconciler) project(s *scope, live *v1.CelldFleet) *v1.CelldFleetStatus
 		st.DesiredReplicas = d.Target
 	}
 
-	msg := s.outcome.Message
-	ready := st.ReadyReplicas > 0 && st.ReadyReplicas == st.AppliedReplicas
-	for _, c := range lifecycle.Conditions(s.outcome.Reason, msg, ready, live.Generation) {
+	set, remove := lifecycle.StatusConditions(lifecycle.StatusInput{Reason: s.outcome.Reason, Message: s.outcome.Message,
+		MembersReady: st.ReadyReplicas > 0 && st.ReadyReplicas == st.AppliedReplicas, Generation: live.Generation,
+		// The pass's own read of the fleet decides, as it decided the reason: a fresher read
+		// could say Deleting while the reason is still the previous pass's.
+		Paused: paused(f), Deleting: f.DeletionTimestamp != nil,
+		Reservation: s.reservationName, HistoryBytes: s.historyBytes, Routing: s.routing})
+	for _, c := range set {
 		meta.SetStatusCondition(&st.Conditions, c)
+	}
+	for _, t := range remove {
+		meta.RemoveStatusCondition(&st.Conditions, t)
 	}
 	blocked := meta.IsStatusConditionTrue(st.Conditions, v1.ConditionBlocked)
-	set := func(t string, ok bool, reason, msg string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: boolStatus(ok), Reason: reason,
-			Message: msg, ObservedGeneration: live.Generation})
-	}
-	if paused(f) {
-		set(v1.ConditionMaintenancePaused, true, v1.ReasonMaintenancePaused, "Workload changes suspended by spec.maintenance.paused")
-	} else {
-		set(v1.ConditionMaintenancePaused, false, v1.ReasonNotPaused, "Workload changes are applied")
-	}
-	// The pass's own read of the fleet decides, as it decided the reason: a fresher read here
-	// could say Deleting while the reason is still the previous pass's.
-	if f.DeletionTimestamp != nil {
-		set(v1.ConditionDeleting, true, v1.ReasonDeleting, msg)
-	} else {
-		set(v1.ConditionDeleting, false, v1.ReasonNotDeleting, "The fleet is not being deleted")
-	}
-	if s.historyBytes > reservation.OperationWarningBytes {
-		set(v1.ConditionOperationSizeWarning, true, v1.ReasonBoundedOperation, fmt.Sprintf(
-			"Persisted capacity-policy state on CelldStorageReservation %s uses %d of %d bytes", s.reservationName, s.historyBytes, reservation.MaxOperationBytes))
-	} else {
-		meta.RemoveStatusCondition(&st.Conditions, v1.ConditionOperationSizeWarning)
-	}
-	if s.routing != nil {
-		c := *s.routing
-		c.ObservedGeneration = live.Generation
-		meta.SetStatusCondition(&st.Conditions, c)
-	}
 	switch {
 	case !blocked:
 		st.BlockedSince = nil
@@ -169,13 +151,6 @@ func blockedReason(conds []metav1.Condition) string {
 
 func wasBlocked(f *v1.CelldFleet) bool {
 	return meta.IsStatusConditionTrue(f.Status.Conditions, v1.ConditionBlocked)
-}
-
-func boolStatus(ok bool) metav1.ConditionStatus {
-	if ok {
-		return metav1.ConditionTrue
-	}
-	return metav1.ConditionFalse
 }
 
 func podReady(p *corev1.Pod) bool {

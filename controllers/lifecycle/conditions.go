@@ -1,11 +1,13 @@
 package lifecycle
 
 import (
+	"fmt"
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/reservation"
 )
 
 // provisioned says, for each lifecycle reason, whether the fleet's infrastructure is in place
@@ -93,4 +95,53 @@ func status(b bool) metav1.ConditionStatus {
 		return metav1.ConditionTrue
 	}
 	return metav1.ConditionFalse
+}
+
+// StatusInput is what the fleet's conditions are projected from: the pass's verdict (reason
+// and message), whether every member is Ready, the fleet's generation, whether it is paused or
+// being deleted (as the pass read it), the size of the capacity record on its reservation, and
+// the pass's RoutingReady condition (nil leaves the one the fleet has).
+type StatusInput struct {
+	Reason, Message string
+	MembersReady    bool
+	Generation      int64
+	Paused          bool
+	Deleting        bool
+	Reservation     string
+	HistoryBytes    int
+	Routing         *metav1.Condition
+}
+
+// StatusConditions is every condition the reconciler owns, in one place: Ready, Progressing and
+// Blocked from the verdict (Conditions), MaintenancePaused, Deleting (with the verdict's message
+// while the fleet is deleted), OperationSizeWarning while the capacity record on the
+// reservation is past reservation.OperationWarningBytes, and RoutingReady. It returns the
+// conditions to set, and the types to remove.
+func StatusConditions(in StatusInput) (set []metav1.Condition, remove []string) {
+	set = Conditions(in.Reason, in.Message, in.MembersReady, in.Generation)
+	add := func(t string, ok bool, reason, msg string) {
+		set = append(set, metav1.Condition{Type: t, Status: status(ok), Reason: reason, Message: msg, ObservedGeneration: in.Generation})
+	}
+	if in.Paused {
+		add(v1.ConditionMaintenancePaused, true, v1.ReasonMaintenancePaused, "Workload changes suspended by spec.maintenance.paused")
+	} else {
+		add(v1.ConditionMaintenancePaused, false, v1.ReasonNotPaused, "Workload changes are applied")
+	}
+	if in.Deleting {
+		add(v1.ConditionDeleting, true, v1.ReasonDeleting, in.Message)
+	} else {
+		add(v1.ConditionDeleting, false, v1.ReasonNotDeleting, "The fleet is not being deleted")
+	}
+	if in.HistoryBytes > reservation.OperationWarningBytes {
+		add(v1.ConditionOperationSizeWarning, true, v1.ReasonBoundedOperation, fmt.Sprintf(
+			"Persisted capacity-policy state on CelldStorageReservation %s uses %d of %d bytes", in.Reservation, in.HistoryBytes, reservation.MaxOperationBytes))
+	} else {
+		remove = append(remove, v1.ConditionOperationSizeWarning)
+	}
+	if in.Routing != nil {
+		c := *in.Routing
+		c.ObservedGeneration = in.Generation
+		set = append(set, c)
+	}
+	return set, remove
 }

@@ -1,11 +1,14 @@
 package lifecycle
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/reservation"
 )
 
 const (
@@ -93,5 +96,74 @@ func TestMembersReadyIsGenerationAware(t *testing.T) {
 	}
 	if fleet(3, replicas(0)).Workload.MembersReady() {
 		t.Error("a fleet with no member is not ready")
+	}
+}
+
+// TestStatusConditionsAreEveryOwnedCondition: besides the verdict's three, MaintenancePaused
+// and Deleting are always set (True with their reason, False with NotPaused or NotDeleting),
+// Deleting carries the verdict's message, OperationSizeWarning exists only past the warning
+// bound, and RoutingReady passes through at the fleet's generation.
+func TestStatusConditionsAreEveryOwnedCondition(t *testing.T) {
+	routing := &metav1.Condition{Type: v1.ConditionRoutingReady, Status: metav1.ConditionTrue, Reason: v1.ReasonRouteAccepted, Message: "accepted"}
+	cases := []struct {
+		name   string
+		in     StatusInput
+		want   map[string]string // type -> "Status/Reason"
+		says   map[string]string // type -> part of the message
+		remove []string
+	}{
+		{"a running fleet", StatusInput{Reason: v1.ReasonProvisioned, Message: "Ready", MembersReady: true},
+			map[string]string{v1.ConditionReady: "True/" + v1.ReasonProvisioned, v1.ConditionBlocked: "False/" + v1.ReasonProvisioned,
+				v1.ConditionMaintenancePaused: "False/" + v1.ReasonNotPaused, v1.ConditionDeleting: "False/" + v1.ReasonNotDeleting},
+			nil, []string{v1.ConditionOperationSizeWarning}},
+		{"a paused fleet", StatusInput{Reason: v1.ReasonMaintenancePaused, Message: "paused", Paused: true},
+			map[string]string{v1.ConditionMaintenancePaused: "True/" + v1.ReasonMaintenancePaused, v1.ConditionBlocked: "True/" + v1.ReasonMaintenancePaused},
+			map[string]string{v1.ConditionMaintenancePaused: "spec.maintenance.paused"}, []string{v1.ConditionOperationSizeWarning}},
+		{"a fleet being deleted", StatusInput{Reason: v1.ReasonDeleting, Message: "Waiting for 3 member Pods to terminate", Deleting: true},
+			map[string]string{v1.ConditionDeleting: "True/" + v1.ReasonDeleting, v1.ConditionProgressing: "True/" + v1.ReasonDeleting},
+			map[string]string{v1.ConditionDeleting: "Waiting for 3 member Pods"}, []string{v1.ConditionOperationSizeWarning}},
+		{"a capacity record past the warning bound", StatusInput{Reason: v1.ReasonProvisioned, Reservation: "s3-x", HistoryBytes: reservation.OperationWarningBytes + 1},
+			map[string]string{v1.ConditionOperationSizeWarning: "True/" + v1.ReasonBoundedOperation},
+			map[string]string{v1.ConditionOperationSizeWarning: "CelldStorageReservation s3-x uses"}, nil},
+		{"a capacity record at the bound", StatusInput{Reason: v1.ReasonProvisioned, HistoryBytes: reservation.OperationWarningBytes},
+			nil, nil, []string{v1.ConditionOperationSizeWarning}},
+		{"routing", StatusInput{Reason: v1.ReasonProvisioned, Generation: 7, Routing: routing},
+			map[string]string{v1.ConditionRoutingReady: "True/" + v1.ReasonRouteAccepted}, nil, []string{v1.ConditionOperationSizeWarning}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			set, remove := StatusConditions(c.in)
+			got := map[string]metav1.Condition{}
+			for _, cond := range set {
+				if _, dup := got[cond.Type]; dup {
+					t.Fatalf("%s set twice", cond.Type)
+				}
+				if cond.ObservedGeneration != c.in.Generation {
+					t.Errorf("%s at generation %d, want %d", cond.Type, cond.ObservedGeneration, c.in.Generation)
+				}
+				got[cond.Type] = cond
+			}
+			for _, typ := range []string{v1.ConditionReady, v1.ConditionProgressing, v1.ConditionBlocked, v1.ConditionMaintenancePaused, v1.ConditionDeleting} {
+				if _, ok := got[typ]; !ok {
+					t.Errorf("%s is not set", typ)
+				}
+			}
+			for typ, w := range c.want {
+				if g := string(got[typ].Status) + "/" + got[typ].Reason; g != w {
+					t.Errorf("%s = %s, want %s", typ, g, w)
+				}
+			}
+			for typ, w := range c.says {
+				if !strings.Contains(got[typ].Message, w) {
+					t.Errorf("%s says %q, want %q in it", typ, got[typ].Message, w)
+				}
+			}
+			if !slices.Equal(remove, c.remove) {
+				t.Errorf("remove %v, want %v", remove, c.remove)
+			}
+			if routing.ObservedGeneration != 0 {
+				t.Error("StatusConditions changed the routing condition it was given")
+			}
+		})
 	}
 }

@@ -180,4 +180,16 @@ func TestPlanWorkloadHealsUnderEveryBlocker(t *testing.T) {
 			})
 		}
 	}
+	// A pause is the one hold under which nothing is healed: nothing while paused.
+	for fn, fault := range faults {
+		t.Run("paused x "+fn, func(t *testing.T) {
+			p := PlanWorkload(sts(4, fleet(3, declared(4), fault.e, paused)))
+			if p.Heal != nil && p.Heal.Action != None {
+				t.Fatalf("a paused fleet must take no healing action, got %s", p.Heal.Action)
+			}
+			if !p.ReleaseHolds || !p.Stop || p.Write != WriteNone {
+				t.Fatalf("a paused fleet releases holds and writes nothing: %+v", p)
+			}
+		})
+	}
 }

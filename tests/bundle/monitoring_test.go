@@ -81,6 +81,9 @@ var exportedMetrics = []metricFamily{
 	{name: "celld_fleet_condition", file: fleetMetrics},
 	// The self-healing counter, labelled namespace, fleet, action and reason.
 	{name: "celld_fleet_healing_actions_total", file: fleetMetrics},
+	// The status writes of all fleets, by kind, and the counters-only writes put off.
+	{name: "celld_operator_status_writes_total", file: fleetMetrics},
+	{name: "celld_operator_status_writes_paced_total", file: fleetMetrics},
 	// The build, labelled version, goversion and revision.
 	{name: "celld_operator_build_info", file: operatorMetrics},
 	// The application observer's series: gauges labelled namespace and fleet, and an

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,8 +75,99 @@ func writeKubeconfig(cfg *rest.Config, path string) error {
 	return clientcmd.WriteToFile(*c, path)
 }
 
-// operatorRequests sums the binary's rest_client_requests_total by HTTP method.
+// operatorRequests sums the binary's rest_client_requests_total by HTTP method, and counts
+// the GETs answered 404 and the creates answered 409 apart.
 func operatorRequests(ctx context.Context) (map[string]float64, error) {
+	return scrapeOperator(ctx, func(line string, add func(string, float64)) {
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			return
+		}
+		method, v := label(line, "method"), value(line)
+		add(method, v)
+		if code := label(line, "code"); code == "404" || code == "409" {
+			add(method+" "+code, v) // reads of what is not there; creates of what is
+		}
+	})
+}
+
+// The operator's own account of where a fleet's time goes, from its metrics: passes of the
+// fleet controller and the time they took, the time requests waited in its work queue (with
+// the queue histogram's buckets, for quantiles), and its status writes by kind.
+const (
+	workReconciles     = "passes"
+	workReconcileTime  = "pass seconds"
+	workQueued         = "queued"
+	workQueueWait      = "queue wait seconds"
+	workQueueBucket    = "queue wait le "
+	workStatusChange   = "status writes: change"
+	workStatusCounters = "status writes: counters only"
+	workStatusPaced    = "status writes: paced"
+)
+
+// operatorWork scrapes the operator's own account (the work* keys).
+func operatorWork(ctx context.Context) (map[string]float64, error) {
+	const fleetController = `controller="celldfleet"`
+	return scrapeOperator(ctx, func(line string, add func(string, float64)) {
+		switch {
+		case strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, fleetController):
+			add(workReconciles, value(line))
+		case strings.HasPrefix(line, "controller_runtime_reconcile_time_seconds_sum{") && strings.Contains(line, fleetController):
+			add(workReconcileTime, value(line))
+		case strings.HasPrefix(line, "workqueue_queue_duration_seconds_count{") && strings.Contains(line, fleetController):
+			add(workQueued, value(line))
+		case strings.HasPrefix(line, "workqueue_queue_duration_seconds_sum{") && strings.Contains(line, fleetController):
+			add(workQueueWait, value(line))
+		case strings.HasPrefix(line, "workqueue_queue_duration_seconds_bucket{") && strings.Contains(line, fleetController):
+			add(workQueueBucket+label(line, "le"), value(line))
+		case strings.HasPrefix(line, "celld_operator_status_writes_total{"):
+			if label(line, "kind") == "counters" {
+				add(workStatusCounters, value(line))
+			} else {
+				add(workStatusChange, value(line))
+			}
+		case strings.HasPrefix(line, "celld_operator_status_writes_paced_total "):
+			add(workStatusPaced, value(line))
+		}
+	})
+}
+
+// workReport is the operator's account of a phase (d, the difference of two operatorWork
+// scrapes) for n fleets: per fleet, its passes, their time and its status writes by kind; per
+// pass, the mean and the 95th percentile (the bucket's upper bound) of the queue wait.
+func workReport(d map[string]float64, n int) map[string]string {
+	per := func(k string) string { return fmt.Sprintf("%.1f", d[k]/float64(n)) }
+	out := map[string]string{
+		"passes per fleet": per(workReconciles), "status writes per fleet, change": per(workStatusChange),
+		"status writes per fleet, counters only": per(workStatusCounters), "status writes per fleet, paced": per(workStatusPaced),
+		"pass time per fleet (s)": fmt.Sprintf("%.2f", d[workReconcileTime]/float64(n)),
+	}
+	if q := d[workQueued]; q > 0 {
+		out["queue wait, mean (ms)"] = fmt.Sprintf("%.0f", 1000*d[workQueueWait]/q)
+		type bucket struct {
+			le    float64
+			label string
+		}
+		var buckets []bucket
+		for k := range d {
+			if le, ok := strings.CutPrefix(k, workQueueBucket); ok {
+				if b, err := strconv.ParseFloat(le, 64); err == nil {
+					buckets = append(buckets, bucket{b, le})
+				}
+			}
+		}
+		slices.SortFunc(buckets, func(a, b bucket) int { return cmp.Compare(a.le, b.le) })
+		for _, b := range buckets {
+			if d[workQueueBucket+b.label] >= 0.95*q {
+				out["queue wait, p95 at most (s)"] = b.label
+				break
+			}
+		}
+	}
+	return out
+}
+
+// scrapeOperator reads the binary's metrics; keep adds what it wants of each line.
+func scrapeOperator(ctx context.Context, keep func(line string, add func(string, float64))) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+binaryMetrics+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -85,23 +178,22 @@ func operatorRequests(ctx context.Context) (map[string]float64, error) {
 	}
 	defer resp.Body.Close()
 	out := map[string]float64{}
+	add := func(k string, v float64) { out[k] += v }
 	s := bufio.NewScanner(resp.Body)
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
-		line := s.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
-			continue
-		}
-		method := label(line, "method")
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err == nil {
-			out[method] += v
-			if code := label(line, "code"); code == "404" || code == "409" {
-				out[method+" "+code] += v // reads of what is not there; creates of what is
-			}
-		}
+		keep(s.Text(), add)
 	}
 	return out, s.Err()
+}
+
+// value is a metric line's sample value, 0 when it does not parse.
+func value(line string) float64 {
+	v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+	if err != nil {
+		return 0
+	}
+	return v
 }
 
 func label(line, name string) string {

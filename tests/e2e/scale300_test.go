@@ -81,6 +81,8 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		Expect(err).NotTo(HaveOccurred())
 		req0, err := operatorRequests(ctx)
 		Expect(err).NotTo(HaveOccurred())
+		work0, err := operatorWork(ctx)
+		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
 		// The fleets are created eight at a time, as the baseline applies its objects: the
 		// comparison is of the operator's pace with the API server's, not of two client loops.
@@ -103,11 +105,16 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		report(fmt.Sprintf("%d fleets: operator, creation to every StatefulSet ready (the baseline's measure)", fleets), stsReady.Round(100*time.Millisecond))
 		req1, err := operatorRequests(ctx)
 		Expect(err).NotTo(HaveOccurred())
+		work1, err := operatorWork(ctx)
+		Expect(err).NotTo(HaveOccurred())
 		report(fmt.Sprintf("%d fleets: operator, creation to all Ready", fleets), ready.Round(100*time.Millisecond))
 		if baseline > 0 {
 			report(fmt.Sprintf("%d fleets: operator time / baseline time", fleets), fmt.Sprintf("%.2f", ready.Seconds()/baseline.Seconds()))
 		}
 		report("creation to Ready: operator requests per fleet by method (GET 404: reads of what is not there)", perFleet(delta(req0, req1), fleets))
+		creation := workReport(delta(work0, work1), fleets)
+		report("creation to Ready: where the operator's time went (its passes, work queue and status writes)", creation)
+		Expect(creation).To(HaveKey("queue wait, mean (ms)"), "the operator's metrics must account for its passes")
 		if path, err := saveHeapProfile(ctx, fmt.Sprintf("heap-%d-fleets-ready.pprof", fleets)); err == nil {
 			report("heap profile when every fleet was Ready", path)
 		} else {
