@@ -48,6 +48,9 @@ func startBinaryOperator(ctx context.Context, cfg *rest.Config, bin string) erro
 		// cluster install keeps the default HTTPS with authentication and authorization
 		"--metrics-bind-address="+binaryMetrics, "--metrics-secure=false", "--health-probe-bind-address=127.0.0.1:0",
 		"--pprof-bind-address="+binaryPprof)
+	// CELLD_E2E_OPERATOR_ARGS adds flags, for a scale run that measures one (for example
+	// --max-concurrent-reconciles=32).
+	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("CELLD_E2E_OPERATOR_ARGS"))...)
 	// GOMEMLIMIT as the chart and the bundle set it (goMemLimit, config/manager).
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOMEMLIMIT=200MiB")
 	cmd.Stdout, cmd.Stderr = logFile("operator.log"), logFile("operator.log")

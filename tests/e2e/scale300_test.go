@@ -61,7 +61,7 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 			base := names(0)
 			start := time.Now()
 			applyRendered(ctx, fleets, func(i int) (string, string) { return fleetAt(base, i) })
-			framework.EventuallyWithin(ctx, 15*time.Minute, func() int { return readyStatefulSets(ctx, base) }).
+			framework.EventuallyWithin(ctx, 15*time.Minute, func() int { ready, _ := statefulSets(ctx, base); return ready }).
 				Should(Equal(fleets), "baseline StatefulSets never became ready")
 			baseline = time.Since(start)
 			report(fmt.Sprintf("%d fleets: baseline (server-side apply of the rendered objects) to all Ready", fleets), baseline.Round(100*time.Millisecond))
@@ -91,13 +91,25 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 			return kube().Create(ctx, persistentFleet(ns, name, 3))
 		})
 		report(fmt.Sprintf("%d fleets: CelldFleets created (client side)", fleets), time.Since(start).Round(100*time.Millisecond))
-		var stsReady time.Duration // when every StatefulSet was ready, as the baseline measures
+		// when every StatefulSet existed (the operator's first passes are done), and when every
+		// one was ready, as the baseline measures
+		var stsCreated, stsReady time.Duration
 		framework.EventuallyWithin(ctx, max(20*time.Minute, time.Duration(fleets)*2*time.Second), func() int {
-			if stsReady == 0 && readyStatefulSets(ctx, namespaces) == fleets {
-				stsReady = time.Since(start)
+			if stsReady == 0 {
+				ready, created := statefulSets(ctx, namespaces)
+				if stsCreated == 0 && created == fleets {
+					stsCreated = time.Since(start)
+				}
+				if ready == fleets {
+					stsReady = time.Since(start)
+				}
 			}
 			return readyFleets(ctx, namespaces)
 		}).Should(Equal(fleets), "the fleets never became Ready")
+		if stsCreated > 0 {
+			report(fmt.Sprintf("%d fleets: operator, creation to every StatefulSet created (its first passes)", fleets), stsCreated.Round(100*time.Millisecond))
+		}
+		report("first pass: a fleet's creation to its StatefulSet's, median / p95 / max (1 s resolution)", firstPassLatency(ctx, namespaces))
 		ready := time.Since(start)
 		if stsReady == 0 {
 			stsReady = ready
@@ -264,20 +276,47 @@ func inParallel(n int, do func(i int) error) {
 	}
 }
 
-func readyStatefulSets(ctx context.Context, namespaces []string) int {
-	n := 0
+// firstPassLatency is the time from each fleet's creation to its StatefulSet's, both stamped by
+// the API server (whole seconds): how long a new fleet waited for its first pass to create its
+// workload. It returns the median, the 95th percentile and the maximum.
+func firstPassLatency(ctx context.Context, namespaces []string) string {
+	GinkgoHelper()
+	var took []time.Duration
 	for _, ns := range namespaces {
-		list := &appsv1.StatefulSetList{}
-		if kube().List(ctx, list, client.InNamespace(ns)) != nil {
-			return 0
+		fl, sts := &v1.CelldFleetList{}, &appsv1.StatefulSetList{}
+		Expect(kube().List(ctx, fl, client.InNamespace(ns))).To(Succeed())
+		Expect(kube().List(ctx, sts, client.InNamespace(ns))).To(Succeed())
+		created := map[string]time.Time{}
+		for _, s := range sts.Items {
+			created[s.Name] = s.CreationTimestamp.Time
 		}
-		for _, s := range list.Items {
-			if s.Status.ReadyReplicas == 3 {
-				n++
+		for _, f := range fl.Items {
+			if at, ok := created[f.Name]; ok {
+				took = append(took, at.Sub(f.CreationTimestamp.Time))
 			}
 		}
 	}
-	return n
+	Expect(took).NotTo(BeEmpty(), "no fleet has a StatefulSet")
+	slices.Sort(took)
+	return fmt.Sprintf("%s / %s / %s", took[len(took)/2], took[len(took)*95/100], took[len(took)-1])
+}
+
+// statefulSets counts the StatefulSets of the namespaces whose three members are ready, and
+// all of them.
+func statefulSets(ctx context.Context, namespaces []string) (ready, created int) {
+	for _, ns := range namespaces {
+		list := &appsv1.StatefulSetList{}
+		if kube().List(ctx, list, client.InNamespace(ns)) != nil {
+			return 0, 0
+		}
+		created += len(list.Items)
+		for _, s := range list.Items {
+			if s.Status.ReadyReplicas == 3 {
+				ready++
+			}
+		}
+	}
+	return ready, created
 }
 
 func podsIn(ctx context.Context, namespaces []string) int {
