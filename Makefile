@@ -85,7 +85,7 @@ test: tools verify test-unit test-api test-rbac test-chart-cluster test-e2e test
 
 .PHONY: test-unit
 test-unit: tools ## Unit tests, chart goldens and server-side apply tests (envtest).
-	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... ./tests/gitops/... ./tests/sidecarinjector/... ./tests/tools/chartdocs/... ./tests/tools/bundlegen/... ./tests/tools/catalog/... ./tests/tools/release/... ./internal/... ./cmd/... .
+	go test -count=1 ./api/... ./controllers/... ./tests/bundle/... ./tests/celldsim/... ./tests/gitops/... ./tests/sidecarinjector/... ./tests/localcluster ./tests/tools/chartdocs/... ./tests/tools/bundlegen/... ./tests/tools/catalog/... ./tests/tools/release/... ./internal/... ./cmd/... .
 
 .PHONY: test-chart
 test-chart: tools ## Only the install chart's tests (in test-unit and test-chart-cluster): schema, README table, helm lint --strict, every value set installed on a real API server and run on the local cluster, helm install/upgrade/uninstall.

@@ -22,8 +22,9 @@ const (
 )
 
 // snapshot is everything one pass reads, before anything is decided. The reads a safety
-// decision rests on go to the API server: the generated fleet before it is deleted, and a
-// fleet the cache has not seen after this reconciler recorded its creation. The pool's
+// decision rests on go to the API server: the generated fleet before it is deleted, a fleet the
+// cache has not seen after this reconciler recorded its creation, and the parent (and a seed's
+// fleet) before a creation. The pool's
 // arbitration and the restore's re-read on a conflict are the executor's (act.go).
 type snapshot struct {
 	p       *v1.CelldPreview
@@ -80,15 +81,23 @@ func (r *Reconciler) observe(ctx context.Context, p *v1.CelldPreview) (*snapshot
 		return s, err // the status says what failed; the expiry is known
 	}
 
+	// A creation rests on the parent's checks (it exists, is not being deleted, approves the
+	// seed's source): when one can follow, the parent and the seed's fleet are read from the
+	// API server. The cache can still hold a parent whose deletion was accepted a moment ago,
+	// since fleet and preview events arrive on separate watches.
+	reader := client.Reader(r.Client)
+	if s.stage == running && s.child == nil && p.Annotations[v1.AnnotationPreviewFleet] == "" {
+		reader = r.Direct
+	}
 	ref := p.Spec.FleetRef
 	s.parent, s.parentErr = &v1.CelldFleet{}, errOtherNamespace
 	if ref.Namespace == "" || ref.Namespace == p.Namespace {
-		s.parentErr = r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, s.parent)
+		s.parentErr = reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, s.parent)
 	}
 	if s.parentErr == nil && p.Spec.Seed != nil && s.parent.Spec.Previews != nil {
 		if src := seedSource(s.parent, p.Spec.Seed.Source); src != nil {
 			s.seedFleet = &v1.CelldFleet{}
-			s.seedErr = r.Client.Get(ctx, types.NamespacedName{Namespace: src.FleetRef.Namespace, Name: src.FleetRef.Name}, s.seedFleet)
+			s.seedErr = reader.Get(ctx, types.NamespacedName{Namespace: src.FleetRef.Namespace, Name: src.FleetRef.Name}, s.seedFleet)
 		}
 	}
 	return s, nil

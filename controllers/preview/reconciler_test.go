@@ -210,6 +210,56 @@ func TestBadInputIsBlockedAndCreatesNothing(t *testing.T) {
 	}
 }
 
+// staleCache answers reads of the fleets it holds with the copy it was given, as an informer
+// that has not seen a later event yet would; everything else is read from the API server.
+type staleCache struct {
+	client.Client
+	held map[types.NamespacedName]*v1.CelldFleet
+}
+
+func (c staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if f, ok := c.held[key]; ok {
+		if out, ok := obj.(*v1.CelldFleet); ok {
+			f.DeepCopyInto(out)
+			return nil
+		}
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestAPreviewCreatedAsItsParentIsDeletedCreatesNothing: the parent's deletion is accepted, a
+// preview of it is created at once, and the cache still holds the parent as it was. The
+// creation rests on the parent's checks, so they read the API server: the preview is Blocked
+// (ParentDeleting) and neither a fleet nor a pool is created.
+func TestAPreviewCreatedAsItsParentIsDeletedCreatesNothing(t *testing.T) {
+	ns := namespace(t)
+	parent := createParent(t, ns, "going", ns+"-going-pool")
+	parent.Finalizers = []string{"example.com/hold"}
+	if err := admin.Update(context.Background(), parent); err != nil {
+		t.Fatal(err)
+	}
+	before := parent.DeepCopy()
+	if err := admin.Delete(context.Background(), parent); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		parent.Finalizers = nil
+		_ = admin.Update(context.Background(), parent)
+	})
+	r, _ := newReconciler()
+	r.Client = staleCache{Client: admin, held: map[types.NamespacedName]*v1.CelldFleet{client.ObjectKeyFromObject(before): before}}
+	p := createPreview(t, ns, "racing", parent.Name, 0)
+	reconcileOnce(t, r, p)
+	expect(t, p, v1.PreviewBlocked, v1.ReasonParentDeleting, ns+"/going is being deleted")
+	if got := fleets(t, ns); len(got) != 0 {
+		t.Errorf("a preview of a parent being deleted created %d fleets", len(got))
+	}
+	err := admin.Get(context.Background(), client.ObjectKey{Name: reservation.Name(ns+"-going-pool", "")}, &v1.CelldStorageReservation{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("a parent being deleted must not get a pool: %v", err)
+	}
+}
+
 // TestPreviewsGetDisjointPrefixesInOnePool: the first preview reserves the parent's preview
 // bucket to the parent UID; each preview gets its own fleet, prefix and URL.
 func TestPreviewsGetDisjointPrefixesInOnePool(t *testing.T) {

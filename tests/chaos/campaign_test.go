@@ -482,6 +482,20 @@ func (c *campaign) report(reason string) string {
 	if c.mon != nil {
 		b.WriteString("\ninvariant checks so far:\n" + formatChecks(c.mon.Checks()))
 	}
+	b.WriteString(componentRestarts(c.cluster))
+	return b.String()
+}
+
+// componentRestarts says which control-plane components exited on their own during the run and
+// were started again by the local cluster, as a kubelet restarts a static Pod.
+func componentRestarts(cl *localcluster.Cluster) string {
+	if cl == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, r := range cl.ComponentRestarts() {
+		fmt.Fprintf(&b, "  control plane: %s\n", r)
+	}
 	return b.String()
 }
 
@@ -515,6 +529,7 @@ func (c *campaign) summary(executed int, played map[schedule.Kind]int) {
 		}
 		fmt.Fprintf(&b, "  replica processes that exited on their own and were restarted: %d: %s\n", len(exits), strings.Join(at, ", "))
 	}
+	b.WriteString(componentRestarts(c.cluster))
 	c.mon.mu.Lock()
 	if d := c.mon.diagnostics(); d != "" {
 		b.WriteString("what the monitor saw of the API server, its watches and the Nodes:\n" + d)

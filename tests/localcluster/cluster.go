@@ -63,10 +63,14 @@ func (o *Options) defaults() {
 
 // Cluster is a running local cluster. Stop it exactly once; Stop is safe to call twice.
 type Cluster struct {
-	opts     Options
-	dir      string
-	procMu   sync.Mutex // guards procs: RestartAPIServer replaces an entry
-	procs    []*process // in start order; stopped in reverse
+	opts   Options
+	dir    string
+	procMu sync.Mutex // guards procs: RestartAPIServer replaces an entry
+	procs  []*process // in start order; stopped in reverse
+	// restarts are the components' unrequested exits and relaunches (supervise.go), under
+	// procMu; closing is closed when Stop begins, so nothing is relaunched after it.
+	restarts []ComponentRestart
+	closing  chan struct{}
 	ports    ports
 	cfg      *rest.Config
 	client   kubernetes.Interface
@@ -100,7 +104,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: o, dir: dir}
+	c := &Cluster{opts: o, dir: dir, closing: make(chan struct{})}
 	redirectKlog(filepath.Join(dir, "logs", "inprocess.log"))
 	startCtx, cancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer cancel()

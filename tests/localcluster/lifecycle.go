@@ -37,6 +37,9 @@ type Info struct {
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		_ = os.Remove(filepath.Join(c.dir, ReadyFile))
+		if c.closing != nil {
+			close(c.closing)
+		}
 		if c.cancel != nil {
 			c.cancel()
 		}

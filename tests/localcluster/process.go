@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -26,6 +27,8 @@ type process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// stopping is set by stop: the exit that follows was asked for, and is not restarted.
+	stopping atomic.Bool
 }
 
 // startProcess launches bin with args, logging to DIR/logs/NAME.log and recording the PID in
@@ -79,6 +82,7 @@ func (p *process) exited() (bool, error) {
 
 // stop sends SIGTERM to the process group and escalates to SIGKILL after grace.
 func (p *process) stop(grace time.Duration) {
+	p.stopping.Store(true)
 	if ok, _ := p.exited(); ok {
 		return
 	}

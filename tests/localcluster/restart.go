@@ -24,7 +24,7 @@ type APIServerRestart struct {
 // it again with the same flags, certificates and port, as an upgrade or a crash of the
 // control plane would; it returns once /readyz answers again. Every client of the cluster sees
 // its requests refused and its watches end, and re-lists when the server is back; etcd keeps
-// every object. The other components are not restarted.
+// every object. The other components are not restarted (unless they exit on their own: supervise.go).
 func (c *Cluster) RestartAPIServer(ctx context.Context) (APIServerRestart, error) {
 	var r APIServerRestart
 	c.procMu.Lock()
@@ -45,6 +45,7 @@ func (c *Cluster) RestartAPIServer(ctx context.Context) (APIServerRestart, error
 		return r, err
 	}
 	c.procs[i] = pr
+	c.supervise(pr)
 	if err := waitHealthy(ctx, pr, c.ports.serverURL()+"/readyz", insecureClient(admin)); err != nil {
 		return r, err
 	}
@@ -62,9 +63,11 @@ func (c *Cluster) procIndex(name string) int {
 	return -1
 }
 
-// addProc records a started process for Stop.
+// addProc records a started process for Stop and supervises it: an exit nobody asked for is
+// relaunched (supervise.go).
 func (c *Cluster) addProc(p *process) {
 	c.procMu.Lock()
 	c.procs = append(c.procs, p)
 	c.procMu.Unlock()
+	c.supervise(p)
 }
