@@ -13,9 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/lifecycle"
 )
 
-// deletion runs while the fleet is being deleted: routing closes at once, then the workload
+// deletion runs while the fleet is being deleted. lifecycle.PlanDeletion decides the pass's
+// steps from what observe saw, and this is their executor: routing closes at once, then the workload
 // is deleted in the foreground (members drain on SIGTERM), then every claim of the fleet,
 // removed members' included, then the static children (the NetworkPolicy and PDB outlive the
 // last member, whatever cascade the user chose: they carry no owner reference the garbage
@@ -29,29 +31,101 @@ import (
 // children step's error is not returned: the controller's backoff would grow with every member
 // event of the shutdown and could then hold the last steps back for many minutes.
 func (r *Reconciler) deletion(ctx context.Context, s *scope) (bool, error) {
-	f := s.fleet
-	if f.DeletionTimestamp == nil {
+	if s.fleet.DeletionTimestamp == nil {
 		return false, nil
 	}
-	if !controllerutil.ContainsFinalizer(f, v1.FinalizerLifecycleProtection) {
+	plan := lifecycle.PlanDeletion(deletionInput(s))
+	if plan.Done {
 		return true, nil
 	}
-	if stop, err := r.cancelSeed(ctx, s); stop || err != nil {
-		return true, err
-	}
-	membersGone := s.sts == nil && s.deploy == nil && len(s.claims) == 0 && len(s.pods) == 0
+	s.find.Deletion = plan.Verdict
 	closing := ""
-	if !membersGone {
-		closing = r.closeRouting(ctx, s)
+	for _, step := range plan.Steps {
+		stop, err := r.deletionStep(ctx, s, step, &closing)
+		if err != nil {
+			return true, fmt.Errorf("%s: %w", step, err)
+		}
+		if stop {
+			break
+		}
 	}
-	stop, err := r.shutDown(ctx, s, membersGone)
 	if closing != "" {
 		if s.find.Deletion != nil {
 			s.find.Deletion.Message += "; routing has not closed yet, which does not delay the members' shutdown: " + closing
 		}
 		s.again(5 * time.Second)
 	}
-	return stop, err
+	return true, nil
+}
+
+// deletionInput is what the deletion is planned from: the pass's observation.
+func deletionInput(s *scope) lifecycle.DeletionInput {
+	in := lifecycle.DeletionInput{
+		Finalizer: controllerutil.ContainsFinalizer(s.fleet, v1.FinalizerLifecycleProtection),
+		Pods:      len(s.pods), Claims: len(s.claims),
+	}
+	if obj := s.workloadObject(); obj != nil {
+		in.Workload, in.WorkloadDeleting = true, obj.GetDeletionTimestamp() != nil
+		if !s.fleet.Owns(obj) {
+			in.Foreign = foreignWorkload(s, obj)
+		}
+	}
+	return in
+}
+
+// workloadObject is the fleet's StatefulSet or Deployment as observed, nil when there is none.
+func (s *scope) workloadObject() client.Object {
+	switch {
+	case s.sts != nil:
+		return s.sts
+	case s.deploy != nil:
+		return s.deploy
+	}
+	return nil
+}
+
+// deletionStep runs one step of the deletion plan; stop ends the pass after it. Closing routing
+// records in closing what keeps a route open, and never stops or fails the pass.
+func (r *Reconciler) deletionStep(ctx context.Context, s *scope, step lifecycle.DeletionStep, closing *string) (stop bool, err error) {
+	switch step {
+	case lifecycle.CancelSeed:
+		return r.cancelSeed(ctx, s)
+	case lifecycle.CloseRouting:
+		*closing = r.closeRouting(ctx, s)
+	case lifecycle.ReleaseHolds:
+		return false, r.releaseHolds(ctx, s)
+	case lifecycle.DeleteWorkload:
+		return false, r.deleteWorkload(ctx, s)
+	case lifecycle.DeleteClaims:
+		return false, r.deleteClaims(ctx, s)
+	case lifecycle.RemoveChildren:
+		remaining, err := r.Applier.Remaining(ctx, s.kube, s.fleet)
+		if err != nil {
+			s.deleting(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting the Services, policies and routes failed, retrying: %v", err))
+			return true, err
+		}
+		if len(remaining) > 0 {
+			s.deleting(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting %d Services, policies and routes: %s", len(remaining), strings.Join(remaining, ", ")))
+			s.again(time.Second)
+			return true, nil
+		}
+	case lifecycle.ConfirmGone:
+		gone, err := r.goneForSure(ctx, s)
+		if err != nil || !gone {
+			s.deleting(v1.ReasonDeleting, "Members, disks and children are gone from the operator's cache; waiting for the API server to confirm before the fleet is released")
+			s.again(time.Second)
+			return true, err
+		}
+	case lifecycle.RemoveFinalizer:
+		live := s.live
+		patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.RemoveFinalizer(live, v1.FinalizerLifecycleProtection)
+		if err := r.Client.Patch(ctx, live, patch); err != nil {
+			return true, client.IgnoreNotFound(err)
+		}
+		logMutation(ctx, s, "remove finalizer", "CelldFleet/"+live.Name+" "+v1.FinalizerLifecycleProtection, "the workload and every claim are gone")
+	}
+	return false, nil
 }
 
 // closeRouting applies the children of a deleting fleet while members still run: the chart
@@ -77,49 +151,6 @@ func (r *Reconciler) closeRouting(ctx context.Context, s *scope) string {
 	return ""
 }
 
-// shutDown is deletion's ordered part: holds released, the workload, the claims, then (once no
-// member is left) the children and the finalizer.
-func (r *Reconciler) shutDown(ctx context.Context, s *scope, membersGone bool) (bool, error) {
-	if err := r.releaseHolds(ctx, s); err != nil {
-		return true, err
-	}
-	if stop, err := r.deleteWorkload(ctx, s); stop || err != nil {
-		return true, err
-	}
-	if stop, err := r.deleteClaims(ctx, s); stop || err != nil {
-		return true, err
-	}
-	if !membersGone {
-		if s.find.Deletion == nil {
-			s.deleting(v1.ReasonDeleting, fmt.Sprintf("Waiting for %d member Pods to terminate", len(s.pods)))
-		}
-		return true, nil // the next pass sees the members gone, and removes the children
-	}
-	remaining, err := r.Applier.Remaining(ctx, s.kube, s.fleet)
-	if err != nil {
-		s.deleting(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting the Services, policies and routes failed, retrying: %v", err))
-		return true, err
-	}
-	if len(remaining) > 0 {
-		s.deleting(v1.ReasonDeleting, fmt.Sprintf("Members and disks are gone; deleting %d Services, policies and routes: %s", len(remaining), strings.Join(remaining, ", ")))
-		s.again(time.Second)
-		return true, nil
-	}
-	if gone, err := r.goneForSure(ctx, s); err != nil || !gone {
-		s.again(time.Second)
-		return true, err
-	}
-	live := s.live
-	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(live, v1.FinalizerLifecycleProtection)
-	s.deleting(v1.ReasonDeleting, "Workload and disks deleted; releasing the fleet")
-	if err := r.Client.Patch(ctx, live, patch); err != nil {
-		return true, client.IgnoreNotFound(err)
-	}
-	logMutation(ctx, s, "remove finalizer", "CelldFleet/"+live.Name+" "+v1.FinalizerLifecycleProtection, "the workload and every claim are gone")
-	return true, nil
-}
-
 // goneForSure asks the API server, not the cache, whether the workload, the Pods and the
 // claims are gone: once the finalizer is released nothing deletes a claim left behind.
 func (r *Reconciler) goneForSure(ctx context.Context, s *scope) (bool, error) {
@@ -136,49 +167,33 @@ func (r *Reconciler) goneForSure(ctx context.Context, s *scope) (bool, error) {
 	return fresh.sts == nil && fresh.deploy == nil && len(fresh.claims) == 0 && len(fresh.pods) == 0, nil
 }
 
-func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) (bool, error) {
-	var obj client.Object
-	switch {
-	case s.sts != nil:
-		obj = s.sts
-	case s.deploy != nil:
-		obj = s.deploy
-	default:
-		return false, nil
-	}
-	if !s.fleet.Owns(obj) {
-		s.deleting(v1.ReasonDeletionBlocked, foreignWorkload(s, obj)+"; it is left alone: delete it, or relabel it or remove the owner reference, to finish deleting the fleet")
-		return true, nil
-	}
-	s.deleting(v1.ReasonDeleting, "Deleting workload; members drain on SIGTERM")
-	if obj.GetDeletionTimestamp() != nil {
-		return true, nil
-	}
+// deleteWorkload deletes the fleet's own workload in the foreground (members drain on SIGTERM),
+// with the UID and resourceVersion the plan was made on: a workload relabelled since is
+// decided again by the next pass.
+func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) error {
+	obj := s.workloadObject()
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	err := r.Direct.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationForeground),
 		client.Preconditions{UID: &uid, ResourceVersion: &rv})
 	if err == nil {
 		logMutation(ctx, s, "delete", kindOf(obj)+"/"+obj.GetName(), "the fleet is being deleted: the workload goes first, members drain")
 	}
-	return true, client.IgnoreNotFound(err)
+	return client.IgnoreNotFound(err)
 }
 
-// deleteClaims deletes every claim carrying the fleet's UID label (deleteFleetClaim).
-func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) (bool, error) {
-	if len(s.claims) == 0 {
-		return false, nil
-	}
-	s.deleting(v1.ReasonDeleting, fmt.Sprintf("Deleting disks: %d claims remain", len(s.claims)))
+// deleteClaims deletes every claim carrying the fleet's UID label that is not already
+// deleting (deleteFleetClaim).
+func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) error {
 	for i := range s.claims {
 		c := &s.claims[i]
 		if c.DeletionTimestamp != nil {
 			continue
 		}
 		if err := r.deleteFleetClaim(ctx, s, c); err != nil {
-			return true, err
+			return err
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // deleteFleetClaim deletes one claim of the deleted fleet. What makes it the fleet's is its UID

@@ -379,7 +379,7 @@ func TestAFleetClaimIsDeletedOnlyWhileItStillCarriesTheFleetsLabel(t *testing.T)
 			}}
 			r.Direct = rc.client(t)
 
-			_, err := r.deleteClaims(ctx, s)
+			err := r.deleteClaims(ctx, s)
 			gone := claimGone(t, admin, key)
 			switch {
 			case tc.failed:
