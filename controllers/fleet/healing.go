@@ -40,7 +40,7 @@ func (r *Reconciler) healing(ctx context.Context, s *scope) (bool, error) {
 	if d.Action != lifecycle.None {
 		return true, nil
 	}
-	return false, r.releaseZoneGates(ctx, s)
+	return false, r.releaseZoneGates(ctx, s, s.zoneGates)
 }
 
 // reportAbandoned makes an abandoned replacement the pass's healing finding, and asks for the

@@ -285,7 +285,8 @@ func TestAZoneGateIsReleasedOnAFreshReadWhenTheSchedulerWroteThePod(t *testing.T
 				rc.other = func(n int) { tc.other(t, admin, key, n); before = getPod(t, admin, key) }
 			}
 
-			if err := r.releaseZoneGates(ctx, s); err != nil {
+			release := []lifecycle.ZoneRelease{{Member: 1, Pod: lifecycle.Ref{Name: key.Name, UID: s.pods[0].UID}, Zone: lifecycle.OrderedZone(f.Spec.Placement.Zones, 1)}}
+			if err := r.releaseZoneGates(ctx, s, release); err != nil {
 				t.Fatal(err)
 			}
 

@@ -255,6 +255,9 @@ type scope struct {
 	// confirmed at another, and never healed.
 	heal    *lifecycle.Decision
 	planned *lifecycle.WorkloadInput
+	// zoneGates are the gated Ordered members the workload plan releases once healing takes no
+	// action.
+	zoneGates []lifecycle.ZoneRelease
 	// abandoned is a replacement this pass committed but gave up before its claim went,
 	// because the claim changed; it is the pass's healing finding.
 	abandoned *lifecycle.Decision

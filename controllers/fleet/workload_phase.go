@@ -30,7 +30,7 @@ func (r *Reconciler) workload(ctx context.Context, s *scope) (bool, error) {
 		return true, err
 	}
 	p := lifecycle.PlanWorkload(in)
-	s.planned, s.heal = &in, p.Heal
+	s.planned, s.heal, s.zoneGates = &in, p.Heal, p.ZoneGates
 	if p.Block != nil {
 		s.find.Block(p.Block.Reason, p.Block.Message)
 	}
@@ -72,6 +72,9 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (lifecycle.W
 	in := lifecycle.WorkloadInput{StatefulSet: f.RunsAsStatefulSet(), Blocked: s.find.Blocked(), Target: s.target()}
 	if d := s.capacity; d != nil && d.CapacityUncertain {
 		in.Uncertain = &lifecycle.Verdict{Reason: v1.ReasonCapacityUncertain, Message: d.UncertainMessage}
+	}
+	if f.Spec.Profile == v1.ProfileBucket && f.Spec.BucketWorkload == v1.BucketWorkloadOrdered {
+		in.Zones = f.Spec.Placement.Zones
 	}
 	ob := workloadObservation{live: s.workload()}
 	isPaused := paused(f)

@@ -13,7 +13,6 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/lifecycle"
-	"github.com/celld/celld-operator/controllers/workload"
 )
 
 // zoneLabel is the well-known topology label the Ordered layout pins members to.
@@ -24,21 +23,18 @@ const zoneLabel = "topology.kubernetes.io/zone"
 // could not release the gate, and the next pass tries again.
 const zoneGateAttempts = 5
 
-// releaseZoneGates assigns each gated Ordered member the zone of its ordinal (zones[n mod
-// len]) and lifts the gate, so the layout spreads deterministically.
-func (r *Reconciler) releaseZoneGates(ctx context.Context, s *scope) error {
-	f := s.fleet
-	if f.Spec.BucketWorkload != v1.BucketWorkloadOrdered {
-		return nil
-	}
-	for i := range s.pods {
-		p := &s.pods[i]
-		n, ok := v1.MemberOrdinal(f.Name, p.Name)
-		if !zoneGated(p) || !ok || p.DeletionTimestamp != nil {
-			continue
+// releaseZoneGates carries out the workload plan's zone releases: each gated Ordered member is
+// pinned to the zone of its ordinal and its gate lifted, so the layout spreads
+// deterministically. A release that cannot be made is reported (SchedulingBlocked) and the
+// next pass tries again.
+func (r *Reconciler) releaseZoneGates(ctx context.Context, s *scope, releases []lifecycle.ZoneRelease) error {
+	for _, z := range releases {
+		i := slices.IndexFunc(s.pods, func(p corev1.Pod) bool { return p.Name == z.Pod.Name && p.UID == z.Pod.UID })
+		if i < 0 {
+			continue // planned from these Pods: not reached
 		}
-		if err := r.releaseZoneGate(ctx, s, p, workload.OrderedZone(f, n)); err != nil {
-			s.find.ZoneGate = &lifecycle.Verdict{Reason: v1.ReasonSchedulingBlocked, Message: fmt.Sprintf("Could not release the zone gate of member %s: %v; the operator retries", p.Name, err)}
+		if err := r.releaseZoneGate(ctx, s, &s.pods[i], z.Zone); err != nil {
+			s.find.ZoneGate = &lifecycle.Verdict{Reason: v1.ReasonSchedulingBlocked, Message: fmt.Sprintf("Could not release the zone gate of member %s: %v; the operator retries", z.Pod.Name, err)}
 			return nil
 		}
 	}

@@ -121,6 +121,9 @@ type Pod struct {
 	// Crash, when set, says the Pod keeps exiting: a container that has restarted after a
 	// non-zero exit (or waits in CrashLoopBackOff) and is not Ready.
 	Crash *Crash
+	// ZoneGated: the Pod carries the Ordered layout's zone scheduling gate, which the operator
+	// lifts once it has pinned the Pod to its ordinal's zone.
+	ZoneGated bool
 }
 
 // Crash is the last failed exit of a crash-looping container.

@@ -92,6 +92,9 @@ func PodFacts(p *corev1.Pod) Pod {
 		out.ConfigWait = configWait(p.Status.ContainerStatuses)
 	}
 	out.Revision = p.Labels[appsv1.ControllerRevisionHashLabelKey]
+	for _, g := range p.Spec.SchedulingGates {
+		out.ZoneGated = out.ZoneGated || g.Name == v1.SchedulingGateBucketZone
+	}
 	if !out.Ready {
 		out.Crash = crash(p.Status.InitContainerStatuses)
 		if out.Crash == nil {

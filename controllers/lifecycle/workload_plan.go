@@ -28,6 +28,16 @@ type WorkloadInput struct {
 	// Uncertain is the capacity policy's CapacityUncertain verdict, if it holds a contraction
 	// for evidence; it is reported when the step has nothing else to say.
 	Uncertain *Verdict
+	// Zones are spec.placement.zones of an Ordered Bucket fleet, whose member N is pinned to
+	// Zones[N mod len(Zones)] before it is scheduled; nil for the other layouts.
+	Zones []string
+}
+
+// ZoneRelease pins a gated Ordered member's Pod to its ordinal's zone and lifts the gate.
+type ZoneRelease struct {
+	Member int32
+	Pod    Ref
+	Zone   string
 }
 
 // WorkloadWrite is the write the workload step asks for.
@@ -70,6 +80,10 @@ type WorkloadPlan struct {
 	ReleaseHolds bool
 	// Stop: the pass ends after this step (nothing after it has anything to act on).
 	Stop bool
+	// ZoneGates are the gated Ordered members to pin and release, in ordinal order: only in a
+	// pass whose healing decision takes no action (the executor finishes an earlier
+	// replacement first, and then releases nothing either).
+	ZoneGates []ZoneRelease
 }
 
 // PlanWorkload decides the workload step of one pass for either layout. Its rules, in order:
@@ -85,7 +99,45 @@ type WorkloadPlan struct {
 //     count;
 //   - a Deployment: created at spec.replicas, then moved toward Target, one member per step
 //     on scale-in.
+//
+// Once healing takes no action, the gated members of an Ordered Bucket fleet that are not
+// deleting are pinned to their ordinal's zone and released, also under a blocker: a member the
+// StatefulSet controller already created must be able to run.
 func PlanWorkload(in WorkloadInput) WorkloadPlan {
+	p := planWorkload(in)
+	if p.Heal != nil && p.Heal.Action == None {
+		p.ZoneGates = zoneReleases(in.Facts, in.Zones)
+	}
+	return p
+}
+
+// zoneReleases lists the members of an Ordered Bucket fleet whose Pod waits on the zone gate.
+func zoneReleases(f Facts, zones []string) []ZoneRelease {
+	if !f.OrderedBucket || len(zones) == 0 {
+		return nil
+	}
+	var out []ZoneRelease
+	for i, m := range f.Members {
+		if p := m.Pod; p.Exists && p.ZoneGated && !p.Deleting {
+			n := int32(i)
+			out = append(out, ZoneRelease{Member: n, Pod: Ref{Name: f.name(n), UID: p.UID, ResourceVersion: p.ResourceVersion}, Zone: OrderedZone(zones, n)})
+		}
+	}
+	return out
+}
+
+// OrderedZone is the zone of ordinal n of an Ordered Bucket fleet: zones[n % len(zones)], in
+// spec order (zones are fixed at creation, so an ordinal keeps its zone for the fleet's life).
+// The reconciler writes it as the member's zone nodeSelector and then removes the scheduling
+// gate. It returns "" for a negative ordinal or an empty zone list.
+func OrderedZone(zones []string, n int32) string {
+	if n < 0 || len(zones) == 0 {
+		return ""
+	}
+	return zones[int(n)%len(zones)]
+}
+
+func planWorkload(in WorkloadInput) WorkloadPlan {
 	f := in.Facts
 	w := f.Workload
 	switch {

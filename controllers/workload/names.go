@@ -72,15 +72,3 @@ func Labels(f *v1.CelldFleet) map[string]string {
 
 // PeersService is the headless Service that gives PersistentFleet members stable DNS names.
 func PeersService(fleet string) string { return fleet + peersServiceSuffix }
-
-// OrderedZone is the zone of ordinal n of an Ordered Bucket fleet: zones[n % len(zones)], in
-// spec order (zones are fixed at creation, so an ordinal keeps its zone for the fleet's life).
-// The reconciler writes it as the member's zone nodeSelector and then removes the scheduling
-// gate. It returns "" for a negative ordinal or an empty zone list.
-func OrderedZone(f *v1.CelldFleet, n int32) string {
-	z := f.Spec.Placement.Zones
-	if n < 0 || len(z) == 0 {
-		return ""
-	}
-	return z[int(n)%len(z)]
-}

@@ -122,31 +122,6 @@ func selects(m map[string]string, f *v1.CelldFleet) bool {
 	return len(m) == 1 && m[v1.LabelFleetUID] == string(f.UID)
 }
 
-// TestOrderedZoneIsOrdinalModuloZones: ordinal n goes to zones[n % len], in spec order.
-func TestOrderedZoneIsOrdinalModuloZones(t *testing.T) {
-	three := fleet(t, "bucket-ordered")
-	two := fleet(t, "bucket-ordered", func(f *v1.CelldFleet) {
-		f.Spec.Placement = v1.PlacementSpec{Zones: []string{"us-east-1c", "us-east-1a"}, AZCount: 2, Mode: v1.PlacementStrict}
-	})
-	for _, c := range []struct {
-		f    *v1.CelldFleet
-		n    int32
-		want string
-	}{
-		{three, 0, "us-east-1a"}, {three, 1, "us-east-1b"}, {three, 2, "us-east-1c"},
-		{three, 3, "us-east-1a"}, {three, 7, "us-east-1b"}, {three, 99, "us-east-1a"},
-		{two, 0, "us-east-1c"}, {two, 1, "us-east-1a"}, {two, 2, "us-east-1c"},
-		{three, -1, ""},
-	} {
-		if got := workload.OrderedZone(c.f, c.n); got != c.want {
-			t.Errorf("OrderedZone(%v, %d) = %q, want %q", c.f.Spec.Placement.Zones, c.n, got, c.want)
-		}
-	}
-	if got := workload.OrderedZone(&v1.CelldFleet{}, 0); got != "" {
-		t.Errorf("a fleet without zones has no zone, got %q", got)
-	}
-}
-
 // TestNodeLossTolerations: nil keeps the Kubernetes defaults; a value bounds both node-loss
 // taints, which e2e uses to see eviction within its time budget.
 func TestNodeLossTolerations(t *testing.T) {
