@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,26 +16,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/celld/celld-operator/internal/testsupport/syncbuf"
 	"github.com/celld/celld-operator/tests/apiserver"
 )
-
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // exited is closed when a started process has exited; err is then its Wait error.
 type exited struct {
@@ -78,7 +59,7 @@ func TestBinaryReadsItsConfigMap(t *testing.T) {
 	path := kubeconfig(t, cfg)
 
 	// start runs the binary in a namespace of its own holding data as the ConfigMap (nil: none).
-	start := func(t *testing.T, data map[string]string, args ...string) (*lockedBuffer, *exited) {
+	start := func(t *testing.T, data map[string]string, args ...string) (*syncbuf.Buffer, *exited) {
 		t.Helper()
 		ns, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "op-"}}, metav1.CreateOptions{})
 		if err != nil {
@@ -93,7 +74,7 @@ func TestBinaryReadsItsConfigMap(t *testing.T) {
 		cmd := exec.Command(bin, append([]string{"--leader-elect=false", "--health-probe-bind-address=0", "--metrics-bind-address=0",
 			"--operator-namespace=" + ns.Name}, args...)...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+path)
-		out := &lockedBuffer{}
+		out := &syncbuf.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -128,7 +109,7 @@ func TestBinaryReadsItsConfigMap(t *testing.T) {
 			}
 		}
 	}
-	running := func(t *testing.T, out *lockedBuffer, done *exited, want ...string) {
+	running := func(t *testing.T, out *syncbuf.Buffer, done *exited, want ...string) {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) {

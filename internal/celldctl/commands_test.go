@@ -27,6 +27,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/internal/testsupport/syncbuf"
 )
 
 // fakeCluster is a snapshot served by client-go's fake clients, which record every request.
@@ -489,7 +490,7 @@ func TestStatusWatchRedrawsOnAChangeAndOnlyReads(t *testing.T) {
 	s := provisioned()
 	c := newFakeCluster(t, s)
 	t.Setenv("KUBECONFIG", t.TempDir()+"/none")
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	o := &Options{
 		Flags:      genericclioptions.NewConfigFlags(false),
 		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: out},
@@ -544,22 +545,4 @@ func TestStatusWatchRedrawsOnAChangeAndOnlyReads(t *testing.T) {
 	if strings.Join(writes, ",") != "update pods/status" {
 		t.Fatalf("status --watch wrote %v", writes)
 	}
-}
-
-// lockedBuffer is an output stream the test reads while the command writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,14 +1,12 @@
 package celldsim
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,31 +18,14 @@ import (
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/workload"
 	"github.com/celld/celld-operator/internal/testsupport/corpus"
+	"github.com/celld/celld-operator/internal/testsupport/syncbuf"
 )
-
-// syncBuffer is a log sink the test can read while the member writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testMember is a member of a powered pod without its goroutines: the test drives step itself.
 // Its IP is a loopback address no local cluster hands out (their pod CIDRs are 127.B.N.0/24
 // with N from 1), one per test, since a closed listener is released asynchronously.
-func testMember(memberIP string, env []corev1.EnvVar) (*member, *syncBuffer) {
-	out := &syncBuffer{}
+func testMember(memberIP string, env []corev1.EnvVar) (*member, *syncbuf.Buffer) {
+	out := &syncbuf.Buffer{}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "f-0", Namespace: "ns", UID: "uid-f-0"},
 		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: ContainerName, Env: env}}},
@@ -68,7 +49,7 @@ func plain(pairs ...string) []corev1.EnvVar {
 
 // started retries a start until the process runs, like the member's next tick after a bind that
 // failed because a previous test's listener is still closing; a refused env never runs.
-func started(t *testing.T, out *syncBuffer, start func() bool) {
+func started(t *testing.T, out *syncbuf.Buffer, start func() bool) {
 	t.Helper()
 	refused := strings.Count(out.String(), "Error:")
 	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {

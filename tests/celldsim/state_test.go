@@ -10,10 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/celld/celld-operator/internal/testsupport/syncbuf"
 )
 
 func testProc(env map[string]string) *proc {
-	m := &member{name: "f-0", ns: "ns", s: &Simulator{log: log.New(&syncBuffer{}, "", 0)}}
+	m := &member{name: "f-0", ns: "ns", s: &Simulator{log: log.New(&syncbuf.Buffer{}, "", 0)}}
 	m.k = knobs{env: env, overrides: map[string]string{}}
 	p := &proc{m: m, start: time.Now(), gen: strings.Repeat("ab", 32), added: map[string]bool{}, evicted: map[string]bool{}}
 	p.startDeployment(p.start)
@@ -21,7 +23,7 @@ func testProc(env map[string]string) *proc {
 }
 
 // logOf is what the test process has logged so far.
-func logOf(p *proc) string { return p.m.s.log.Writer().(*syncBuffer).String() }
+func logOf(p *proc) string { return p.m.s.log.Writer().(*syncbuf.Buffer).String() }
 
 func serve(t *testing.T, p *proc, mode string) []byte {
 	t.Helper()

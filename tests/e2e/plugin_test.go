@@ -36,6 +36,7 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/internal/celldctl"
+	"github.com/celld/celld-operator/internal/testsupport/syncbuf"
 	"github.com/celld/celld-operator/tests/chart/cases"
 	"github.com/celld/celld-operator/tests/e2e/framework"
 )
@@ -59,24 +60,6 @@ func (r pluginRun) writes() []string {
 		}
 	}
 	return out
-}
-
-// syncBuffer is an output stream a test may read while the command still writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // requestLog records the requests of every client built from a wrapped config.
@@ -105,7 +88,7 @@ func (l *requestLog) list() []string {
 
 // startCelld runs kubectl celld ARGS with input as standard input until it returns or ctx
 // ends; wait returns the run.
-func startCelld(ctx context.Context, input string, args ...string) (out *syncBuffer, wait func() pluginRun) {
+func startCelld(ctx context.Context, input string, args ...string) (out *syncbuf.Buffer, wait func() pluginRun) {
 	log := &requestLog{}
 	flags := genericclioptions.NewConfigFlags(true)
 	flags.WrapConfigFn = func(c *rest.Config) *rest.Config {
@@ -113,7 +96,7 @@ func startCelld(ctx context.Context, input string, args ...string) (out *syncBuf
 		c.Wrap(func(rt http.RoundTripper) http.RoundTripper { return recordingTransport{next: rt, log: log} })
 		return c
 	}
-	out = &syncBuffer{}
+	out = &syncbuf.Buffer{}
 	cmd := celldctl.NewRootCommandWithFlags(genericiooptions.IOStreams{In: strings.NewReader(input), Out: out, ErrOut: out}, flags)
 	cmd.SetArgs(append([]string{"--kubeconfig", framework.Cluster.Kubeconfig}, args...))
 	done := make(chan error, 1)

@@ -1,15 +1,15 @@
 package localcluster
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/celld/celld-operator/internal/testsupport/syncbuf"
 )
 
 func TestRestartBackoffDoublesToThirtySeconds(t *testing.T) {
@@ -18,24 +18,6 @@ func TestRestartBackoffDoublesToThirtySeconds(t *testing.T) {
 			t.Errorf("restartBackoff(%d) = %s, want %s", n, got, want)
 		}
 	}
-}
-
-// lockedBuffer is the cluster's log, written by the supervisor's goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // A component that dies on its own is started again with the same arguments, the restart is
@@ -51,7 +33,7 @@ func TestSupervisorRestartsAComponentThatExitsOnItsOwn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	log := &lockedBuffer{}
+	log := &syncbuf.Buffer{}
 	c := &Cluster{opts: Options{Log: log}, dir: dir, closing: make(chan struct{})}
 	defer c.Stop()
 	crasher, err := startProcess(dir, "kube-scheduler", sleep, "300")
