@@ -73,7 +73,9 @@ func deletionInput(s *scope) lifecycle.DeletionInput {
 	return in
 }
 
-// workloadObject is the fleet's StatefulSet or Deployment as observed, nil when there is none.
+// workloadObject is the StatefulSet or Deployment at the fleet's name as observed, of either
+// layout (a deletion removes a workload of the other layout too, unlike workload()), nil when
+// there is none.
 func (s *scope) workloadObject() client.Object {
 	switch {
 	case s.sts != nil:

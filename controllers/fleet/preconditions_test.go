@@ -291,7 +291,7 @@ func TestAZoneGateIsReleasedOnAFreshReadWhenTheSchedulerWroteThePod(t *testing.T
 			}
 
 			live := getPod(t, admin, key)
-			gated := zoneGated(live)
+			gated := lifecycle.ZoneGated(live)
 			zone := live.Spec.NodeSelector[zoneLabel]
 			switch {
 			case tc.released:

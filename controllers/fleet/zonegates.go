@@ -41,10 +41,6 @@ func (r *Reconciler) releaseZoneGates(ctx context.Context, s *scope, releases []
 	return nil
 }
 
-func zoneGated(p *corev1.Pod) bool {
-	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == v1.SchedulingGateBucketZone })
-}
-
 // releaseZoneGate pins the gated Pod p to zone and lifts its gate, with an Update carrying the
 // resourceVersion of the read, so nothing another writer set on the Pod (labels, annotations,
 // finalizers, other gates) is overwritten. Others write a gated Pod at once: the scheduler
@@ -77,7 +73,7 @@ func (r *Reconciler) releaseZoneGate(ctx context.Context, s *scope, p *corev1.Po
 			}
 			return fmt.Errorf("re-read the Pod after its update met a conflict: %w", err)
 		}
-		if fresh.UID != uid || fresh.DeletionTimestamp != nil || !zoneGated(fresh) {
+		if fresh.UID != uid || fresh.DeletionTimestamp != nil || !lifecycle.ZoneGated(fresh) {
 			// Another Pod at the name, a Pod going away, or a gate someone else lifted: this
 			// decision no longer applies, and the next pass decides on what it finds.
 			s.again(time.Second)

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -58,6 +59,11 @@ func DeploymentFacts(d *appsv1.Deployment, templateMatches bool) Workload {
 	}
 }
 
+// ZoneGated: p carries the Ordered layout's zone scheduling gate.
+func ZoneGated(p *corev1.Pod) bool {
+	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == v1.SchedulingGateBucketZone })
+}
+
 // PodFacts reads a member Pod.
 func PodFacts(p *corev1.Pod) Pod {
 	out := Pod{
@@ -92,9 +98,7 @@ func PodFacts(p *corev1.Pod) Pod {
 		out.ConfigWait = configWait(p.Status.ContainerStatuses)
 	}
 	out.Revision = p.Labels[appsv1.ControllerRevisionHashLabelKey]
-	for _, g := range p.Spec.SchedulingGates {
-		out.ZoneGated = out.ZoneGated || g.Name == v1.SchedulingGateBucketZone
-	}
+	out.ZoneGated = ZoneGated(p)
 	if !out.Ready {
 		out.Crash = crash(p.Status.InitContainerStatuses)
 		if out.Crash == nil {

@@ -49,11 +49,6 @@ func (c *Cluster) supervise(p *process) {
 		if p.stopping.Load() {
 			return
 		}
-		select {
-		case <-c.closing:
-			return
-		default:
-		}
 		r := ComponentRestart{Component: p.name, Exited: time.Now(), Err: fmt.Sprint(p.err)}
 		c.procMu.Lock()
 		n := 0

@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/celld/celld-operator/internal/testsupport/syncbuf"
 )
@@ -54,13 +57,12 @@ func TestSupervisorRestartsAComponentThatExitsOnItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	deadline := time.Now().Add(10 * time.Second)
 	var restarts []ComponentRestart
-	for len(restarts) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polling the supervisor's record, bounded by deadline
+	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		restarts = c.ComponentRestarts()
-	}
-	if len(restarts) != 1 {
+		return len(restarts) > 0, nil
+	})
+	if err != nil || len(restarts) != 1 {
 		t.Fatalf("restarts = %v, want exactly the killed kube-scheduler", restarts)
 	}
 	r := restarts[0]

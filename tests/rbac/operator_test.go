@@ -2,7 +2,6 @@ package rbac
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -31,6 +30,7 @@ import (
 	"github.com/celld/celld-operator/controllers/watches"
 	helmcharts "github.com/celld/celld-operator/helm-charts"
 	"github.com/celld/celld-operator/internal/opmetrics"
+	"github.com/celld/celld-operator/internal/testsupport/syncbuf"
 	"github.com/celld/celld-operator/tests/localcluster"
 )
 
@@ -260,22 +260,11 @@ func (w *switchWriter) Write(p []byte) (int, error) {
 }
 
 // syncBuffer is the operator's log, written by many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type syncBuffer struct{ syncbuf.Buffer }
 
 func (b *syncBuffer) lines(keep func(string) bool) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out strings.Builder
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
 	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
 	for sc.Scan() {
 		if keep(sc.Text()) {
