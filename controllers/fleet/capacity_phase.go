@@ -182,11 +182,12 @@ func (r *Reconciler) writeHistory(ctx context.Context, s *scope, state []byte) e
 		res.Annotations = map[string]string{}
 	}
 	res.Annotations[v1.AnnotationCurrentOperation] = value
-	if err := r.Direct.Update(ctx, res); err != nil {
-		return fmt.Errorf("record capacity history on CelldStorageReservation %s: %w", res.Name, err)
+	w := write{verb: "record", object: "CelldStorageReservation/" + res.Name + " " + v1.AnnotationCurrentOperation,
+		why: "a replica step of a fleet with a capacity policy"}
+	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, res) })); err != nil {
+		return err
 	}
 	s.historyBytes = len(value)
-	logMutation(ctx, s, "record", "CelldStorageReservation/"+res.Name+" "+v1.AnnotationCurrentOperation, "a replica step of a fleet with a capacity policy")
 	return nil
 }
 
@@ -201,11 +202,8 @@ func (r *Reconciler) readHistory(ctx context.Context, s *scope, res *v1.CelldSto
 	if s.fleet.Spec.Capacity == nil {
 		res = res.DeepCopy()
 		delete(res.Annotations, v1.AnnotationCurrentOperation)
-		if err := r.Direct.Update(ctx, res); err != nil {
-			return fmt.Errorf("remove the capacity record of CelldStorageReservation %s: %w", res.Name, err)
-		}
-		logMutation(ctx, s, "remove", "CelldStorageReservation/"+res.Name+" "+v1.AnnotationCurrentOperation, "the fleet has no spec.capacity")
-		return nil
+		w := write{verb: "remove", object: "CelldStorageReservation/" + res.Name + " " + v1.AnnotationCurrentOperation, why: "the fleet has no spec.capacity"}
+		return r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, res) }))
 	}
 	s.historyBytes = len(value)
 	state := reservation.CapacityState(value, s.fleet.UID)

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -140,16 +139,18 @@ func (r *Reconciler) rememberMesh(ctx context.Context, s *scope) error {
 		return nil
 	}
 	live := s.live
-	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if live.Annotations == nil {
-		live.Annotations = map[string]string{}
+	w := write{verb: "annotate", object: "CelldFleet/" + live.Name + " " + v1.AnnotationIstioControlPlane + "=" + f.Spec.Mesh.Istio.ControlPlaneNamespace,
+		why: "the fleet joins the mesh or changes control plane: replacement Pods keep injection explicit after it leaves"}
+	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error {
+		patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if live.Annotations == nil {
+			live.Annotations = map[string]string{}
+		}
+		live.Annotations[v1.AnnotationIstioControlPlane] = f.Spec.Mesh.Istio.ControlPlaneNamespace
+		return r.Client.Patch(ctx, live, patch)
+	})); err != nil {
+		return err
 	}
-	live.Annotations[v1.AnnotationIstioControlPlane] = f.Spec.Mesh.Istio.ControlPlaneNamespace
-	if err := r.Client.Patch(ctx, live, patch); err != nil {
-		return fmt.Errorf("record the mesh control plane on CelldFleet %s/%s: %w", live.Namespace, live.Name, err)
-	}
-	logMutation(ctx, s, "annotate", "CelldFleet/"+live.Name+" "+v1.AnnotationIstioControlPlane+"="+f.Spec.Mesh.Istio.ControlPlaneNamespace,
-		"the fleet joins the mesh or changes control plane: replacement Pods keep injection explicit after it leaves")
 	if f.Annotations == nil {
 		f.Annotations = map[string]string{}
 	}

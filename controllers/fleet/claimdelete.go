@@ -88,17 +88,19 @@ func (r *Reconciler) deleteClaimVerified(ctx context.Context, s *scope, whom, na
 	for attempt := 1; ; attempt++ {
 		claim := &corev1.PersistentVolumeClaim{}
 		claim.Namespace, claim.Name = key.Namespace, key.Name
-		err := r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		w := write{verb: "delete", object: "PersistentVolumeClaim/" + name, why: why}
+		err := r.do(ctx, s, w, sent(func(ctx context.Context) error {
+			return r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		}))
 		switch {
 		case err == nil:
-			logMutation(ctx, s, "delete", "PersistentVolumeClaim/"+name, why)
 			return "", nil
 		case apierrors.IsNotFound(err):
 			return "", nil // already gone
 		case !apierrors.IsConflict(err):
-			return "", fmt.Errorf("delete claim %s of %s: %w", key, whom, err)
+			return "", fmt.Errorf("the claim of %s: %w", whom, err)
 		case attempt >= claimDeleteAttempts:
-			return "", fmt.Errorf("delete claim %s of %s: its resourceVersion kept moving through %d verified attempts: %w", key, whom, attempt, err)
+			return "", fmt.Errorf("the claim of %s: its resourceVersion kept moving through %d verified attempts: %w", whom, attempt, err)
 		}
 		live := &corev1.PersistentVolumeClaim{}
 		if err := r.Direct.Get(ctx, key, live); err != nil {

@@ -120,12 +120,14 @@ func (r *Reconciler) deletionStep(ctx context.Context, s *scope, step lifecycle.
 		}
 	case lifecycle.RemoveFinalizer:
 		live := s.live
-		patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.RemoveFinalizer(live, v1.FinalizerLifecycleProtection)
-		if err := r.Client.Patch(ctx, live, patch); err != nil {
+		w := write{verb: "remove finalizer", object: "CelldFleet/" + live.Name + " " + v1.FinalizerLifecycleProtection, why: "the workload and every claim are gone"}
+		if err := r.do(ctx, s, w, sent(func(ctx context.Context) error {
+			patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			controllerutil.RemoveFinalizer(live, v1.FinalizerLifecycleProtection)
+			return r.Client.Patch(ctx, live, patch)
+		})); err != nil {
 			return true, client.IgnoreNotFound(err)
 		}
-		logMutation(ctx, s, "remove finalizer", "CelldFleet/"+live.Name+" "+v1.FinalizerLifecycleProtection, "the workload and every claim are gone")
 	}
 	return false, nil
 }
@@ -175,12 +177,11 @@ func (r *Reconciler) goneForSure(ctx context.Context, s *scope) (bool, error) {
 func (r *Reconciler) deleteWorkload(ctx context.Context, s *scope) error {
 	obj := s.workloadObject()
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
-	err := r.Direct.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationForeground),
-		client.Preconditions{UID: &uid, ResourceVersion: &rv})
-	if err == nil {
-		logMutation(ctx, s, "delete", kindOf(obj)+"/"+obj.GetName(), "the fleet is being deleted: the workload goes first, members drain")
-	}
-	return client.IgnoreNotFound(err)
+	w := write{verb: "delete", object: kindOf(obj) + "/" + obj.GetName(), why: "the fleet is being deleted: the workload goes first, members drain"}
+	return client.IgnoreNotFound(r.do(ctx, s, w, sent(func(ctx context.Context) error {
+		return r.Direct.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationForeground),
+			client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	})))
 }
 
 // deleteClaims deletes every claim carrying the fleet's UID label that is not already

@@ -73,21 +73,23 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 	}
 	in := intent{FleetUID: s.fleet.UID, ClaimUID: rec.UID, ClaimName: rec.Name, ClaimResourceVersion: rec.ResourceVersion,
 		ClaimSpecHash: rec.SpecHash, ClaimVolume: rec.Volume, Event: d.Event, Message: d.EventMessage}
-	if err := r.hold(ctx, pod, in); err != nil { // resourceVersion-guarded update
-		return false, err
+	held := write{verb: "hold", object: "Pod/" + pod.Name, why: "the replacement handoff records claim " + d.Claim.Name + " before the Pod is deleted"}
+	if err := r.do(ctx, s, held, sent(func(ctx context.Context) error { return r.hold(ctx, pod, in) })); err != nil {
+		return false, err // a resourceVersion-guarded update
 	}
-	logMutation(ctx, s, "hold", "Pod/"+pod.Name, "the replacement handoff records claim "+d.Claim.Name+" before the Pod is deleted")
 	uid, rv := pod.UID, pod.ResourceVersion
-	if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil {
+	del := write{verb: "delete", object: "Pod/" + pod.Name, why: d.Message + " (the handoff is committed)", takesDown: pod.Name}
+	if err := r.do(ctx, s, del, sent(func(ctx context.Context) error {
+		return r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	})); err != nil {
 		// Not committed: the Pod changed since the hold (someone else may have deleted it), so
 		// the hold goes now and the claim stays. A held Pod found terminating by a later pass
 		// is then one this delete removed (resumeReplacements).
-		if releaseErr := r.releaseHold(ctx, pod); releaseErr != nil {
+		if releaseErr := r.releaseHold(ctx, s, pod, "the Pod changed since the hold: the replacement is not committed and the claim stays"); releaseErr != nil {
 			err = fmt.Errorf("%w; and release the hold: %v", err, releaseErr)
 		}
-		return false, fmt.Errorf("delete Pod %s/%s to replace its disk: %w", pod.Namespace, pod.Name, err)
+		return false, fmt.Errorf("replace the disk of member %s: %w", pod.Name, err)
 	}
-	logMutation(ctx, s, "delete", "Pod/"+pod.Name, d.Message+" (the handoff is committed)")
 	// The Pod delete is the commitment: tell it now, not at the end of the pass, which a
 	// crash may never reach. A later pass that finishes the handoff tells it again.
 	r.tell(s, d.Event, d.EventMessage)
@@ -136,10 +138,7 @@ func (r *Reconciler) hold(ctx context.Context, pod *corev1.Pod, in intent) error
 	}
 	pod.Annotations[v1.AnnotationReplacementClaim] = string(raw)
 	pod.Labels[v1.LabelReplacementFleet] = string(in.FleetUID)
-	if err := r.Direct.Update(ctx, pod); err != nil {
-		return fmt.Errorf("hold Pod %s/%s for the replacement handoff: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
+	return r.Direct.Update(ctx, pod)
 }
 
 // finishReplacement re-reads the held Pod; if it is still the held Pod of this fleet, it
@@ -153,10 +152,11 @@ func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *core
 	}
 	in, ok := readIntent(pod)
 	if pod.UID != held.UID || !ok || in.FleetUID != s.fleet.UID {
-		return r.releaseHold(ctx, pod)
+		return r.releaseHold(ctx, s, pod, "the held Pod is another Pod now or not this fleet's: nothing of the replacement is left to finish")
 	}
 	if !in.Committed {
-		if err := r.commit(ctx, pod, held.UID); err != nil {
+		w := write{verb: "commit", object: "Pod/" + pod.Name, why: "the Pod delete committed the replacement; the hold records it before the claim goes"}
+		if err := r.do(ctx, s, w, func(ctx context.Context) (bool, error) { return r.commit(ctx, pod, held.UID) }); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 	}
@@ -164,18 +164,21 @@ func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *core
 	if err != nil {
 		return err
 	}
+	why := "the replacement is finished: the recorded claim is gone"
 	if change != "" {
 		r.abandon(s, pod.Name, in.ClaimName, change)
+		why = "the replacement is abandoned: its claim changed and stays"
 	}
-	return r.releaseHold(ctx, pod)
+	return r.releaseHold(ctx, s, pod, why)
 }
 
 // commit marks the hold committed. The victim is terminating and its status keeps changing
 // (readiness, container states), so a conflict is retried against a fresh read, as long as it
 // is still the same held Pod.
-func (r *Reconciler) commit(ctx context.Context, pod *corev1.Pod, uid types.UID) error {
-	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// It reports whether it wrote the mark.
+func (r *Reconciler) commit(ctx context.Context, pod *corev1.Pod, uid types.UID) (bool, error) {
+	first, wrote := true, false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if !first {
 			if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 				return err
@@ -192,8 +195,11 @@ func (r *Reconciler) commit(ctx context.Context, pod *corev1.Pod, uid types.UID)
 			return err
 		}
 		pod.Annotations[v1.AnnotationReplacementClaim] = string(raw)
-		return r.Direct.Update(ctx, pod)
+		err = r.Direct.Update(ctx, pod)
+		wrote = err == nil
+		return err
 	})
+	return wrote, err
 }
 
 // resumeReplacements finishes committed handoffs and aborts uncommitted ones, before any other
@@ -218,7 +224,7 @@ func (r *Reconciler) resumeReplacements(ctx context.Context, s *scope) (bool, er
 			}
 			continue
 		}
-		if err := r.releaseHold(ctx, p); err != nil { // abort: the claim stays
+		if err := r.releaseHold(ctx, s, p, "an uncommitted replacement is aborted (or the fleet is paused): the claim stays"); err != nil {
 			return true, err
 		}
 	}
@@ -250,30 +256,37 @@ func (r *Reconciler) releaseHolds(ctx context.Context, s *scope) error {
 		if !controllerutil.ContainsFinalizer(p, v1.FinalizerReplacingDisk) {
 			continue
 		}
-		if err := r.releaseHold(ctx, p); err != nil {
-			return fmt.Errorf("release the replacement hold on Pod %s/%s: %w", p.Namespace, p.Name, err)
+		if err := r.releaseHold(ctx, s, p, "the fleet is paused or deleting: no disk is given up, the Pod is not kept"); err != nil {
+			return err
 		}
-		logMutation(ctx, s, "release hold", "Pod/"+p.Name, "the fleet is paused or deleting: no disk is given up, the Pod is not kept")
 	}
 	return nil
 }
 
-// releaseHold removes the handoff's finalizer, annotation and label. The patch is guarded by
-// resourceVersion so no other finalizer is lost; a conflict (the Pod's status keeps changing
-// while it terminates) is retried against a fresh read of the same Pod.
-func (r *Reconciler) releaseHold(ctx context.Context, p *corev1.Pod) error {
+// releaseHold removes the handoff's finalizer, annotation and label, through the executor (why
+// is its reason). The patch is guarded by resourceVersion so no other finalizer is lost; a
+// conflict (the Pod's status keeps changing while it terminates) is retried against a fresh
+// read of the same Pod. A Pod gone, or another Pod at the name, is no write.
+func (r *Reconciler) releaseHold(ctx context.Context, s *scope, p *corev1.Pod, why string) error {
 	uid, first := p.UID, true
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil || p.UID != uid {
-				return err
+	w := write{verb: "release hold", object: "Pod/" + p.Name, why: why}
+	return r.do(ctx, s, w, func(ctx context.Context) (bool, error) {
+		wrote := false
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if !first {
+				if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil || p.UID != uid {
+					return err
+				}
 			}
-		}
-		first = false
-		patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.RemoveFinalizer(p, v1.FinalizerReplacingDisk)
-		delete(p.Annotations, v1.AnnotationReplacementClaim)
-		delete(p.Labels, v1.LabelReplacementFleet)
-		return r.Direct.Patch(ctx, p, patch)
-	}))
+			first = false
+			patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			controllerutil.RemoveFinalizer(p, v1.FinalizerReplacingDisk)
+			delete(p.Annotations, v1.AnnotationReplacementClaim)
+			delete(p.Labels, v1.LabelReplacementFleet)
+			err := r.Direct.Patch(ctx, p, patch)
+			wrote = err == nil
+			return err
+		})
+		return wrote, client.IgnoreNotFound(err)
+	})
 }

@@ -78,36 +78,40 @@ func (r *Reconciler) confirm(ctx context.Context, s *scope, d lifecycle.Decision
 }
 
 // act carries out one decision; every delete is bound to the object's UID, and where it
-// matters to its resourceVersion.
+// matters to its resourceVersion. A Pod already gone is no write.
 func (r *Reconciler) act(ctx context.Context, s *scope, d lifecycle.Decision) error {
-	ns := s.fleet.Namespace
 	pod := &corev1.Pod{}
-	pod.Namespace, pod.Name = ns, d.Pod.Name
+	pod.Namespace, pod.Name = s.fleet.Namespace, d.Pod.Name
+	w := write{object: "Pod/" + d.Pod.Name, why: d.Message, takesDown: d.Pod.Name}
+	if d.Event != "" {
+		w.event = &fleetEvent{kind: corev1.EventTypeWarning, reason: d.Event, message: d.EventMessage}
+	}
+	var opts []client.DeleteOption
 	switch d.Action {
 	case lifecycle.None:
 		return nil
 	case lifecycle.ForceDeletePod:
 		uid := d.Pod.UID
-		if err := r.Direct.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("force-delete Pod %s/%s: %w", ns, d.Pod.Name, err)
-		}
-		logMutation(ctx, s, "force delete", "Pod/"+d.Pod.Name, d.Message)
-		r.metrics.healed(s.fleet, d)
+		w.verb, opts = "force delete", []client.DeleteOption{client.GracePeriodSeconds(0), client.Preconditions{UID: &uid}}
 	case lifecycle.DeletePod:
 		uid, rv := d.Pod.UID, d.Pod.ResourceVersion
-		if err := r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete Pod %s/%s: %w", ns, d.Pod.Name, err)
-		}
-		logMutation(ctx, s, "delete", "Pod/"+d.Pod.Name, d.Message)
-		r.metrics.healed(s.fleet, d)
+		w.verb, opts = "delete", []client.DeleteOption{client.Preconditions{UID: &uid, ResourceVersion: &rv}}
 	case lifecycle.ReplaceMember:
 		// the Pod (or lone claim) delete commits the replacement; replace tells its event and
 		// counts it then
 		_, err := r.replace(ctx, s, d)
 		return err
+	default:
+		return fmt.Errorf("unknown healing action %v", d.Action)
 	}
-	if d.Event != "" {
-		s.warn(d.Event, d.EventMessage, nil)
+	deleted := false
+	err := r.do(ctx, s, w, func(ctx context.Context) (bool, error) {
+		err := r.Direct.Delete(ctx, pod, opts...)
+		deleted = err == nil
+		return deleted, client.IgnoreNotFound(err)
+	})
+	if deleted {
+		r.metrics.healed(s.fleet, d)
 	}
-	return nil
+	return err
 }

@@ -228,12 +228,15 @@ func (r *Reconciler) finalizer(ctx context.Context, s *scope) (bool, error) {
 	if controllerutil.ContainsFinalizer(live, v1.FinalizerLifecycleProtection) {
 		return false, nil
 	}
-	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.AddFinalizer(live, v1.FinalizerLifecycleProtection)
-	if err := r.Client.Patch(ctx, live, patch); err != nil {
-		return true, fmt.Errorf("add finalizer %s to CelldFleet %s/%s: %w", v1.FinalizerLifecycleProtection, live.Namespace, live.Name, err)
+	w := write{verb: "add finalizer", object: "CelldFleet/" + live.Name + " " + v1.FinalizerLifecycleProtection,
+		why: "the fleet may not disappear before its workload and claims"}
+	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error {
+		patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(live, v1.FinalizerLifecycleProtection)
+		return r.Client.Patch(ctx, live, patch)
+	})); err != nil {
+		return true, err
 	}
-	logMutation(ctx, s, "add finalizer", "CelldFleet/"+live.Name+" "+v1.FinalizerLifecycleProtection, "the fleet may not disappear before its workload and claims")
 	s.fleet.Finalizers = live.Finalizers
 	return false, nil
 }

@@ -270,6 +270,8 @@ type scope struct {
 	// soon asks for the next pass within this time (a write to confirm, a handoff to finish).
 	soon   time.Duration
 	events []fleetEvent
+	// done records the writes the executor (do) made in this pass, in order.
+	done []write
 }
 
 type fleetEvent struct {
@@ -294,10 +296,6 @@ func (s *scope) again(d time.Duration) {
 	if s.soon == 0 || d < s.soon {
 		s.soon = d
 	}
-}
-
-func (s *scope) warn(reason, message string, regarding client.Object) {
-	s.events = append(s.events, fleetEvent{kind: corev1.EventTypeWarning, reason: reason, message: message, regarding: regarding})
 }
 
 // workloadOptions are the builder's options for this operator.

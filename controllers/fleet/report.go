@@ -74,13 +74,13 @@ func (r *Reconciler) dropLegacyConditions(ctx context.Context, s *scope, live *v
 	if len(keep) == len(live.Status.Conditions) {
 		return nil
 	}
-	patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	live.Status.Conditions = keep
-	if err := r.Client.Status().Patch(ctx, live, patch); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	logMutation(ctx, s, "remove conditions", "CelldFleet/"+live.Name+" "+strings.Join(legacyConditionTypes, ","), "an earlier release wrote them; this release does not have them")
-	return nil
+	w := write{verb: "remove conditions", object: "CelldFleet/" + live.Name + " " + strings.Join(legacyConditionTypes, ","),
+		why: "an earlier release wrote them; this release does not have them"}
+	return client.IgnoreNotFound(r.do(ctx, s, w, sent(func(ctx context.Context) error {
+		patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		live.Status.Conditions = keep
+		return r.Client.Status().Patch(ctx, live, patch)
+	})))
 }
 
 // project computes the lifecycle part of status.

@@ -75,14 +75,14 @@ func (r *Reconciler) supersede(ctx context.Context, s *scope, res *v1.CelldStora
 	} else {
 		res.Annotations[v1.AnnotationCurrentOperation] = sup.Value
 	}
-	if err := r.Direct.Update(ctx, res); err != nil {
-		return nil, fmt.Errorf("rewrite the current-operation record of CelldStorageReservation %s: %w", res.Name, err)
-	}
-	why := "an earlier release kept claim identities, operations and disruption times there; only capacity-policy state remains"
-	logMutation(ctx, s, "rewrite", "CelldStorageReservation/"+res.Name+" "+v1.AnnotationCurrentOperation, why)
+	w := write{verb: "rewrite", object: "CelldStorageReservation/" + res.Name + " " + v1.AnnotationCurrentOperation,
+		why: "an earlier release kept claim identities, operations and disruption times there; only capacity-policy state remains"}
 	if sup.Operation != "" {
-		s.events = append(s.events, fleetEvent{kind: corev1.EventTypeNormal, reason: v1.EventOperationSuperseded,
-			message: fmt.Sprintf("Dropped %s recorded by an earlier release; members roll onto the current template instead", sup.Operation)})
+		w.event = &fleetEvent{kind: corev1.EventTypeNormal, reason: v1.EventOperationSuperseded,
+			message: fmt.Sprintf("Dropped %s recorded by an earlier release; members roll onto the current template instead", sup.Operation)}
+	}
+	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, res) })); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
@@ -107,8 +107,10 @@ func (r *Reconciler) recordTuning(ctx context.Context, s *scope, res *v1.CelldSt
 	// An Update carrying the read's resourceVersion: if anyone wrote the reservation since, it
 	// fails with a conflict and the next pass decides again from a fresh read. Never retry a
 	// reservation write with a refreshed resourceVersion.
-	if err := r.Direct.Update(ctx, res); err != nil {
-		return nil, fmt.Errorf("record the tuning of %s on CelldStorageReservation %s: %w", s.key, res.Name, err)
+	w := write{verb: "record tuning", object: "CelldStorageReservation/" + res.Name + " " + v1.AnnotationReservedTuning,
+		why: "the reservation has no tuning record that verifies, and the fleet still hashes to its frozen spec"}
+	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, res) })); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

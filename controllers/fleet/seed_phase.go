@@ -39,10 +39,10 @@ func (r *Reconciler) seedGate(ctx context.Context, s *scope, res *v1.CelldStorag
 		open.Annotations = map[string]string{}
 	}
 	open.Annotations[v1.AnnotationSeedGate] = v1.SeedGateOpen
-	if err := r.Direct.Update(ctx, open); err != nil {
-		return true, fmt.Errorf("open the seed gate of CelldStorageReservation %s: %w", res.Name, err)
+	w := write{verb: "open seed gate", object: "CelldStorageReservation/" + res.Name + " " + v1.AnnotationSeedGate, why: g.Message}
+	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, open) })); err != nil {
+		return true, err
 	}
-	logMutation(ctx, s, "open seed gate", "CelldStorageReservation/"+res.Name+" "+v1.AnnotationSeedGate, g.Message)
 	return false, nil
 }
 
@@ -116,10 +116,11 @@ func (r *Reconciler) cancelStep(ctx context.Context, s *scope, res *v1.CelldStor
 	case reservation.CancelUnclaimed, reservation.CancelRequest:
 		res = res.DeepCopy()
 		res.Status.Seed = reservation.Cancelled(res, step, s.now)
-		if err := r.Direct.Status().Update(ctx, res); err != nil {
-			return true, fmt.Errorf("cancel the seed on CelldStorageReservation %s: %w", name, err)
+		w := write{verb: "cancel seed", object: "CelldStorageReservation/" + name + " status.seed",
+			why: "the fleet is deleted before its seed finished", kv: []any{"phase", res.Status.Seed.Phase}}
+		if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Status().Update(ctx, res) })); err != nil {
+			return true, err
 		}
-		logMutation(ctx, s, "cancel seed", "CelldStorageReservation/"+name+" status.seed", "the fleet is deleted before its seed finished", "phase", res.Status.Seed.Phase)
 		s.deleting(v1.ReasonDeleting, fmt.Sprintf("Cancelling the seed of CelldFleet %s on CelldStorageReservation %s", s.key, name))
 		s.again(time.Second)
 		return true, nil
@@ -134,10 +135,11 @@ func (r *Reconciler) cancelStep(ctx context.Context, s *scope, res *v1.CelldStor
 			res.Annotations = map[string]string{}
 		}
 		res.Annotations[v1.AnnotationSeedGate] = v1.SeedGateClosed
-		if err := r.Direct.Update(ctx, res); err != nil {
-			return true, fmt.Errorf("close the seed gate of CelldStorageReservation %s: %w", name, err)
+		w := write{verb: "close seed gate", object: "CelldStorageReservation/" + name + " " + v1.AnnotationSeedGate,
+			why: "the fleet is deleted before it started", kv: []any{"seed", res.Status.Seed.Phase}}
+		if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, res) })); err != nil {
+			return true, err
 		}
-		logMutation(ctx, s, "close seed gate", "CelldStorageReservation/"+name+" "+v1.AnnotationSeedGate, "the fleet is deleted before it started", "seed", res.Status.Seed.Phase)
 	}
 	return false, nil
 }

@@ -199,14 +199,14 @@ func (r *Reconciler) converge(ctx context.Context, s *scope, live, want client.O
 		return nil
 	}
 	obj := want.DeepCopyObject().(client.Object)
-	if err := r.Direct.Update(ctx, obj, client.FieldOwner(FieldOwner)); err != nil {
-		return fmt.Errorf("update %s %s/%s: %w", kindOf(live), live.GetNamespace(), live.GetName(), err)
-	}
 	why := fmt.Sprintf("replicas %d to %d", applied, next)
 	if len(drifted) > 0 {
 		why = "the live spec differs from the rendering (a spec change or a hand edit); " + why
 	}
-	logMutation(ctx, s, "update", kindOf(live)+"/"+live.GetName(), why, "paths", drifted)
+	w := write{verb: "update", object: kindOf(live) + "/" + live.GetName(), why: why, kv: []any{"paths", drifted}}
+	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, obj, client.FieldOwner(FieldOwner)) })); err != nil {
+		return err
+	}
 	r.Drift.Written(s.key, want, obj)
 	return nil
 }
@@ -244,9 +244,15 @@ func deploymentUpdate(live, desired *appsv1.Deployment) *appsv1.Deployment {
 // now. Nothing is read before the create, so a new fleet costs no read of what is not there.
 func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object) (bool, error) {
 	obj := desired.DeepCopyObject().(client.Object)
-	created, taken, err := children.Create(ctx, r.Direct, r.Direct, obj)
-	if err != nil {
-		return true, fmt.Errorf("create %s %s/%s: %w", kindOf(desired), desired.GetNamespace(), desired.GetName(), err)
+	var taken client.Object
+	created := false
+	w := write{verb: "create", object: kindOf(desired) + "/" + desired.GetName(), why: "the fleet has no workload"}
+	if err := r.do(ctx, s, w, func(ctx context.Context) (bool, error) {
+		var err error
+		created, taken, err = children.Create(ctx, r.Direct, r.Direct, obj)
+		return created, err
+	}); err != nil {
+		return true, err
 	}
 	if !created { // the name was taken
 		if taken == nil || r.ownedWorkload(s, taken) {
@@ -254,7 +260,6 @@ func (r *Reconciler) create(ctx context.Context, s *scope, desired client.Object
 		}
 		return true, nil
 	}
-	logMutation(ctx, s, "create", kindOf(desired)+"/"+desired.GetName(), "the fleet has no workload")
 	// The pass reports the workload it created: its first status already carries the applied
 	// count, rather than a status write without it and another once the cache has it.
 	s.takeWorkload(r.rememberCreated(s.key, desired, obj))

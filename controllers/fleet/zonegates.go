@@ -57,9 +57,13 @@ func (r *Reconciler) releaseZoneGate(ctx context.Context, s *scope, p *corev1.Po
 		}
 		p.Spec.NodeSelector[zoneLabel] = zone
 		p.Spec.SchedulingGates = slices.DeleteFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == v1.SchedulingGateBucketZone })
-		err := r.Direct.Update(ctx, p)
+		w := write{verb: "release zone gate", object: "Pod/" + p.Name, why: "an Ordered member runs in the zone of its ordinal: " + zone}
+		err := r.do(ctx, s, w, func(ctx context.Context) (bool, error) {
+			err := r.Direct.Update(ctx, p)
+			return err == nil, client.IgnoreNotFound(err)
+		})
 		switch {
-		case err == nil, apierrors.IsNotFound(err):
+		case err == nil:
 			return nil // released, or the Pod is gone (its successor is decided by a later pass)
 		case !apierrors.IsConflict(err):
 			return err
