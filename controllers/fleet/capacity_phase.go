@@ -192,29 +192,22 @@ func (r *Reconciler) writeHistory(ctx context.Context, s *scope, state []byte) e
 }
 
 // readHistory decodes the capacity history of the reservation, or forgets an unreadable one
-// (it only delays the next step). A fleet without spec.capacity has its record removed: the
-// annotation is absent unless the fleet sets a policy.
-func (r *Reconciler) readHistory(ctx context.Context, s *scope, res *v1.CelldStorageReservation) error {
+// (it only delays the next step). The record is there only for a fleet with spec.capacity:
+// writeRecords removed any other before.
+func (r *Reconciler) readHistory(ctx context.Context, s *scope, res *v1.CelldStorageReservation) {
 	value, ok := res.Annotations[v1.AnnotationCurrentOperation]
-	if !ok {
-		return nil
-	}
-	if s.fleet.Spec.Capacity == nil {
-		res = res.DeepCopy()
-		delete(res.Annotations, v1.AnnotationCurrentOperation)
-		w := write{verb: "remove", object: "CelldStorageReservation/" + res.Name + " " + v1.AnnotationCurrentOperation, why: "the fleet has no spec.capacity"}
-		return r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, res) }))
+	if !ok || s.fleet.Spec.Capacity == nil {
+		return
 	}
 	s.historyBytes = len(value)
 	state := reservation.CapacityState(value, s.fleet.UID)
 	if state == nil {
-		return nil
+		return
 	}
 	if err := json.Unmarshal(state, &s.history); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "the reservation's capacity history is unreadable; the policy starts from none", "reservation", res.Name)
 		s.history = capacity.History{}
 	}
-	return nil
 }
 
 // capacityStatus is status.capacity: the pass's decision, or the last one while the policy

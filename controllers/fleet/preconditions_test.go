@@ -832,14 +832,14 @@ func TestASeedsCancellationIsDecidedAgainWhenTheExecutorWrites(t *testing.T) {
 }
 
 // TestAReservationWriteThatMeetsAnotherWriterEndsThePass covers the reservation's other writes:
-// seed_phase.go seedGate (the gate opens), reservation_phase.go supersede (an earlier
-// release's record is rewritten), capacity_phase.go readHistory (the record of a fleet without
-// spec.capacity is removed) and writeHistory (a capacity step is recorded). Each carries the
+// seed_phase.go seedGate (the gate opens), reservation_phase.go writeRecords (an earlier
+// release's record is rewritten; the record of a fleet without spec.capacity is removed) and
+// capacity_phase.go writeHistory (a capacity step is recorded). Each carries the
 // resourceVersion of the read it decided on (writeHistory's is a fresh read right before).
 // Once a seed is final nobody but the operator writes a reservation, so a conflict means a
 // person or a tool edited it: the write is not made, the conflict is returned (writeHistory's
 // is logged by its caller: the step stays taken, its record is lost), and the other writer's
-// edit is kept. recordTuning's conflict is TestATuningRecordWriteIsNeverRetriedWithARefreshedResourceVersion.
+// edit is kept. The tuning record's conflict is TestATuningRecordWriteIsNeverRetriedWithARefreshedResourceVersion.
 func TestAReservationWriteThatMeetsAnotherWriterEndsThePass(t *testing.T) {
 	legacy := `{"operation":{"kind":"RollingRestart","id":"op-7","phase":"Draining"},"claims":{"data-legacy-0":"uid-a"}}`
 	cases := []struct {
@@ -858,17 +858,18 @@ func TestAReservationWriteThatMeetsAnotherWriterEndsThePass(t *testing.T) {
 				return err
 			},
 			unchanged: func(res *v1.CelldStorageReservation) bool { return res.Annotations[v1.AnnotationSeedGate] == "" }},
-		{name: "reservation_phase.go supersede", before: legacy,
+		{name: "reservation_phase.go writeRecords: an earlier release's record", before: legacy,
 			write: func(r *Reconciler, s *scope, res *v1.CelldStorageReservation) error {
-				_, err := r.supersede(context.Background(), s, res)
+				_, err := r.writeRecords(context.Background(), s, res)
 				return err
 			},
 			unchanged: func(res *v1.CelldStorageReservation) bool {
 				return res.Annotations[v1.AnnotationCurrentOperation] == legacy
 			}},
-		{name: "capacity_phase.go readHistory", before: "capacity",
+		{name: "reservation_phase.go writeRecords: the record of a fleet without spec.capacity", before: "capacity",
 			write: func(r *Reconciler, s *scope, res *v1.CelldStorageReservation) error {
-				return r.readHistory(context.Background(), s, res)
+				_, err := r.writeRecords(context.Background(), s, res)
+				return err
 			},
 			unchanged: func(res *v1.CelldStorageReservation) bool {
 				return res.Annotations[v1.AnnotationCurrentOperation] != ""

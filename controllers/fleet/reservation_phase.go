@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,77 +43,40 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 		s.find.Block(b.Reason, b.Message)
 		return false, nil // heal what runs; provision nothing
 	}
-	res, err = r.recordTuning(ctx, s, res)
-	if err != nil {
-		return true, err
-	}
-	if res, err = r.supersede(ctx, s, res); err != nil {
+	if res, err = r.writeRecords(ctx, s, res); err != nil {
 		return true, err
 	}
 	if stop, err := r.seedGate(ctx, s, res); stop || err != nil {
 		return true, err
 	}
-	return false, r.readHistory(ctx, s, res)
+	r.readHistory(ctx, s, res)
+	return false, nil
 }
 
-// supersede rewrites a current-operation annotation an earlier release left on the reservation
-// to this release's capacity record alone, or removes it, and reports an operation it held in
-// flight as superseded: the StatefulSet rolls members onto the current template instead. It
-// writes with an Update carrying the pass's read (or recordTuning's write) resourceVersion,
-// never retried: a conflict ends the pass.
-func (r *Reconciler) supersede(ctx context.Context, s *scope, res *v1.CelldStorageReservation) (*v1.CelldStorageReservation, error) {
-	value, ok := res.Annotations[v1.AnnotationCurrentOperation]
-	if !ok {
-		return res, nil
+// writeRecords brings the reservation's records to this release's in one write, as
+// reservation.PlanRecords decides: the creation-time tuning record when the reservation has
+// none that verifies (so execution, lifecycle, env and telemetry may change later and the
+// reservation still verifies), and the current-operation record kept only as this release's
+// capacity state (an earlier release's record rewritten or removed, an operation it held in
+// flight reported superseded: the StatefulSet rolls members onto the current template
+// instead). A settled reservation gets no write. It is an Update carrying the read's
+// resourceVersion, never retried: if anyone wrote the reservation since, the conflict ends
+// the pass and the next one decides again from a fresh read.
+func (r *Reconciler) writeRecords(ctx context.Context, s *scope, res *v1.CelldStorageReservation) (*v1.CelldStorageReservation, error) {
+	plan, err := reservation.PlanRecords(res, s.fleet)
+	if err != nil || plan.Empty() {
+		return res, err
 	}
-	sup := reservation.Supersede(value, s.fleet.UID)
-	if !sup.Changed {
-		return res, nil
-	}
-	res = res.DeepCopy()
-	if sup.Remove {
-		delete(res.Annotations, v1.AnnotationCurrentOperation)
-	} else {
-		res.Annotations[v1.AnnotationCurrentOperation] = sup.Value
-	}
-	w := write{verb: "rewrite", object: "CelldStorageReservation/" + res.Name + " " + v1.AnnotationCurrentOperation,
-		why: "an earlier release kept claim identities, operations and disruption times there; only capacity-policy state remains"}
-	if sup.Operation != "" {
+	updated := plan.Apply(res)
+	w := write{verb: "update records", object: "CelldStorageReservation/" + res.Name + " " + plan.String(), why: strings.Join(plan.Why, "; ")}
+	if plan.Superseded != "" {
 		w.event = &fleetEvent{kind: corev1.EventTypeNormal, reason: v1.EventOperationSuperseded,
-			message: fmt.Sprintf("Dropped %s recorded by an earlier release; members roll onto the current template instead", sup.Operation)}
+			message: fmt.Sprintf("Dropped %s recorded by an earlier release; members roll onto the current template instead", plan.Superseded)}
 	}
-	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, res) })); err != nil {
+	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, updated) })); err != nil {
 		return nil, err
 	}
-	return res, nil
-}
-
-// recordTuning writes the creation-time execution, lifecycle, env and telemetry on the
-// reservation when it has no record that verifies (none, as reservations of earlier releases
-// have, or an invalid one) and the fleet still hashes to the frozen spec hash, so those fields
-// may change later and the reservation still verifies. reservation.NeedsTuningRecord decides.
-func (r *Reconciler) recordTuning(ctx context.Context, s *scope, res *v1.CelldStorageReservation) (*v1.CelldStorageReservation, error) {
-	if !reservation.NeedsTuningRecord(res, s.fleet) {
-		return res, nil
-	}
-	record, err := reservation.TuningRecord(s.fleet)
-	if err != nil {
-		return nil, fmt.Errorf("record the tuning of %s on CelldStorageReservation %s: %w", s.key, res.Name, err)
-	}
-	res = res.DeepCopy()
-	if res.Annotations == nil {
-		res.Annotations = map[string]string{}
-	}
-	res.Annotations[v1.AnnotationReservedTuning] = record
-	// An Update carrying the read's resourceVersion: if anyone wrote the reservation since, it
-	// fails with a conflict and the next pass decides again from a fresh read. Never retry a
-	// reservation write with a refreshed resourceVersion.
-	w := write{verb: "record tuning", object: "CelldStorageReservation/" + res.Name + " " + v1.AnnotationReservedTuning,
-		why: "the reservation has no tuning record that verifies, and the fleet still hashes to its frozen spec"}
-	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error { return r.Direct.Update(ctx, res) })); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return updated, nil
 }
 
 // inPool reads the preview pool a preview fleet's bucket must be (lifecycle.PreviewPool) and

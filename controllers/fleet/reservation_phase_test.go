@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
@@ -300,5 +301,55 @@ func TestATuningRecordWriteIsNeverRetriedWithARefreshedResourceVersion(t *testin
 	expectOneUpdate(t, "the next pass", rec.take(), theirs)
 	if got, want := getReservation(t, admin, name).Annotations[v1.AnnotationReservedTuning], creationRecord(t, admin, f); got != want {
 		t.Errorf("the next pass must record the creation-time tuning:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestAnEarlierReleasesReservationIsBroughtToThisReleaseInOneUpdate: a reservation without a
+// tuning record that still holds v0.0.5's operation in flight, of a fleet without
+// spec.capacity, gets both records fixed by one Update carrying the read's resourceVersion
+// (reservation.PlanRecords), the operation is told superseded once, and the next pass writes
+// nothing.
+func TestAnEarlierReleasesReservationIsBroughtToThisReleaseInOneUpdate(t *testing.T) {
+	r, admin, rec := recordingReconciler(t)
+	recorder := events.NewFakeRecorder(16)
+	r.Recorder = recorder
+	ns := setup(t, admin)
+	f := createFleet(t, admin, ns, "earlier", ns+"-earlier", nil)
+	reconcileOnce(t, r, f)
+	rec.take()
+	for len(recorder.Events) > 0 {
+		<-recorder.Events
+	}
+	name := reservation.Name(ns+"-earlier", "")
+	res := getReservation(t, admin, name)
+	delete(res.Annotations, v1.AnnotationReservedTuning)
+	res.Annotations[v1.AnnotationCurrentOperation] = `{"Version":1,"FleetUID":"` + res.Spec.FleetUID +
+		`","WorkloadUID":"w","Initial":3,"Applied":3,"RuntimeImage":"i","Claims":{},"Operation":{"ID":"op-9","Kind":"Restart","Phase":"Requesting"}}`
+	if err := admin.Update(context.Background(), res); err != nil {
+		t.Fatal(err)
+	}
+
+	reconcileOnce(t, r, f)
+	expectOneUpdate(t, "the first pass after the upgrade", rec.take(), res.ResourceVersion)
+	got := getReservation(t, admin, name)
+	if _, ok := got.Annotations[v1.AnnotationCurrentOperation]; ok {
+		t.Errorf("the earlier release's record must be gone: %v", got.Annotations)
+	}
+	if got.Annotations[v1.AnnotationReservedTuning] != creationRecord(t, admin, f) {
+		t.Errorf("the tuning record must be the fleet's creation tuning: %v", got.Annotations)
+	}
+	superseded := 0
+	for len(recorder.Events) > 0 {
+		if e := <-recorder.Events; strings.Contains(e, v1.EventOperationSuperseded) && strings.Contains(e, "Restart operation op-9") {
+			superseded++
+		}
+	}
+	if superseded != 1 {
+		t.Errorf("OperationSuperseded naming op-9 told %d times, want once", superseded)
+	}
+
+	reconcileOnce(t, r, f)
+	if w := rec.take(); len(w) != 0 {
+		t.Errorf("a reservation brought to this release is not written again, got %+v", w)
 	}
 }
