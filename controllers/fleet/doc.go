@@ -1,7 +1,20 @@
 // Package fleet is the CelldFleet reconciler: a thin shell over the pure packages. Each pass
-// observes everything one decision needs into a scope, runs an ordered list of phases
-// (deletion, validation, guards, reservation, static children, workload, healing) until one
-// stops, takes at most one disruptive action, and projects status from the scope. It stores
-// nothing about the lifecycle: every decision is re-derived from the fleet, its workload,
-// Pods, claims, reservation and the clock.
+// observes what one decision needs into a scope, runs an ordered list of phases (deletion,
+// validation, finalizer, guards, reservation, static children, capacity, workload, healing)
+// until one stops, takes at most one disruptive action, and projects status from the scope.
+// It stores nothing about the lifecycle: every decision is re-derived from the fleet, its
+// workload, Pods, claims, reservation and the clock.
+//
+// The files follow the pass:
+//
+//   - reconciler.go: the Reconciler and one pass (Reconcile, the phase list, errors to findings);
+//   - observe.go: every read (workload, members, guards, reservation, the workload's rendering
+//     and drift, the confirmation and deletion re-reads);
+//   - plan.go: the scope, and each phase's decision, made by the pure planners of
+//     controllers/lifecycle, controllers/reservation and controllers/capacity;
+//   - act.go: the executor (do), through which every API write of a pass goes, and the writes;
+//   - handoff.go: the replacement handoff (hold, commit, the verified claim delete, release);
+//   - report.go: status projection, events and the status write;
+//   - memory.go: what is kept of a fleet between passes, and the one forget over all of it;
+//   - metrics.go, setup.go: metrics; construction, options and watches.
 package fleet

@@ -2,21 +2,29 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/validation/field"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/children"
+	"github.com/celld/celld-operator/controllers/drift"
+	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/nscache"
 	"github.com/celld/celld-operator/controllers/reservation"
+	"github.com/celld/celld-operator/controllers/workload"
 )
 
 // observe reads the workload, the fleet's Pods and its claims once for the whole pass, from
@@ -179,64 +187,332 @@ func layoutKind(s *scope) string {
 	return "Deployment"
 }
 
-// validate fails closed on a fleet that bypassed admission (an object stored by an older
-// schema, or written past the webhook-less CEL rules). An invalid routing block alone does not
-// block the runtime: RoutingReady reports it, the existing route and policy are kept, and the
-// fleet is provisioned and healed as usual. Any other invalid field stops the pass.
-func (r *Reconciler) validate(_ context.Context, s *scope) (bool, error) {
-	// The bound on spec.env's literal values is admission's alone: it keeps the reserved-tuning
-	// record small enough to write. A fleet stored before the bound runs as it is; only its
-	// tuning stays as created until its env is shortened.
-	errs := slices.DeleteFunc(s.fleet.Validate(), func(e *field.Error) bool { return e.Detail == v1.MsgEnvValuesTotal })
-	if len(errs) == 0 {
-		return false, nil
+// observeGuards reads what the guards check: whether the runtime ServiceAccount exists (from
+// the namespace's cache) and, for a PersistentFleet, its StorageClass (from the manager's
+// cache). Nothing is read without the NetworkPolicy attestation, which comes first, nor for a
+// fleet being deleted. A read that fails is the guards' error, so it ends only a pass that
+// reaches them.
+func (r *Reconciler) observeGuards(ctx context.Context, s *scope) {
+	f := s.fleet
+	s.guard = lifecycle.GuardInput{NetworkPolicyEnforced: r.Options.NetworkPolicyEnforced, Namespace: f.Namespace,
+		ServiceAccount: f.Spec.ServiceAccountName, Bucket: f.Spec.Storage.Bucket,
+		Persistent: f.Spec.Profile == v1.ProfilePersistentFleet, Provisioners: r.Options.StorageProvisioners}
+	if !s.guard.NetworkPolicyEnforced || f.DeletionTimestamp != nil {
+		return
 	}
-	var routing, other field.ErrorList
-	for _, e := range errs {
-		if e.Field == "spec.routing" || strings.HasPrefix(e.Field, "spec.routing.") {
-			routing = append(routing, e)
-		} else {
-			other = append(other, e)
+	sa := &metav1.PartialObjectMetadata{}
+	sa.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))
+	err := s.read.Get(ctx, types.NamespacedName{Namespace: f.Namespace, Name: f.Spec.ServiceAccountName}, sa)
+	s.guard.ServiceAccountExists = err == nil
+	if client.IgnoreNotFound(err) != nil {
+		s.guardErr = fmt.Errorf("read ServiceAccount %s/%s: %w", f.Namespace, f.Spec.ServiceAccountName, err)
+		return
+	}
+	if !s.guard.Persistent || !s.guard.ServiceAccountExists || f.Spec.Storage.StorageClassName == nil {
+		return
+	}
+	s.guard.StorageClassName = *f.Spec.Storage.StorageClassName
+	sc := &storagev1.StorageClass{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: s.guard.StorageClassName}, sc); err == nil {
+		s.guard.StorageClass = sc
+	} else if !apierrors.IsNotFound(err) {
+		s.guardErr = fmt.Errorf("read StorageClass %s: %w", s.guard.StorageClassName, err)
+	}
+}
+
+// workloadObservation is what the workload step read besides the plan's input: the live
+// workload, the rendering (desired) and the rendering merged onto the live object (want), and
+// the paths in which the live spec differs from the rendering.
+type workloadObservation struct {
+	live, desired, want client.Object
+	drifted             []string
+}
+
+// observeWorkload builds the workload plan's input. The drift check, a dry-run compared with
+// the live spec, runs only when the plan can use it: the fleet's own workload, nothing paused
+// or blocked.
+func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (lifecycle.WorkloadInput, workloadObservation, error) {
+	f := s.fleet
+	in := lifecycle.WorkloadInput{StatefulSet: f.RunsAsStatefulSet(), Blocked: s.find.Blocked(), Target: s.target()}
+	if d := s.capacity; d != nil && d.CapacityUncertain {
+		in.Uncertain = &lifecycle.Verdict{Reason: v1.ReasonCapacityUncertain, Message: d.UncertainMessage}
+	}
+	if f.Spec.Profile == v1.ProfileBucket && f.Spec.BucketWorkload == v1.BucketWorkloadOrdered {
+		in.Zones = f.Spec.Placement.Zones
+	}
+	ob := workloadObservation{live: s.workload()}
+	isPaused := paused(f)
+	if !isPaused && ob.live != nil && !f.Owns(ob.live) {
+		in.Foreign = leftAlone(s, ob.live)
+	}
+	if !isPaused && in.Foreign == "" && !in.Blocked {
+		ob.desired = r.render(s)
+		if ob.live != nil {
+			ob.want = mergeUpdate(ob.live, ob.desired)
+			var err error
+			if ob.drifted, err = r.Drift.Check(ctx, r.Direct, s.key, ob.live, ob.want, client.FieldOwner(FieldOwner)); err != nil {
+				return in, ob, fmt.Errorf("compare %s %s/%s with its rendering: %w", kindOf(ob.live), f.Namespace, f.Name, err)
+			}
 		}
 	}
-	if len(other) > 0 {
-		s.find.Block(v1.ReasonInvalidConfiguration, fmt.Sprintf("CelldFleet %s/%s is invalid and was not provisioned: %s; fix the spec (kubectl explain celldfleet.spec)",
-			s.fleet.Namespace, s.fleet.Name, summarize(errs)))
-		return true, nil
-	}
-	s.routingInvalid = true
-	s.routing = new(children.InvalidRouting(s.fleet, fmt.Sprintf("spec.routing of CelldFleet %s/%s is invalid: %s; the existing route and policy are kept and the fleet runs without routing changes: fix spec.routing (kubectl explain celldfleet.spec.routing)",
-		s.fleet.Namespace, s.fleet.Name, summarize(routing))))
-	return false, nil
+	in.Facts = r.facts(s, ob.want != nil && len(ob.drifted) == 0)
+	return in, ob, nil
 }
 
-func summarize(errs field.ErrorList) string {
-	msgs := make([]string, 0, len(errs))
-	for _, e := range errs {
-		msgs = append(msgs, e.Field+": "+e.Detail)
+// facts turns the pass's observations into the pure planner's input. matches says the live
+// workload's spec, other than replicas, is the operator's current rendering (its content
+// compared with what the API server stores for the rendering). A StatefulSet fleet's facts
+// carry its members, a Deployment fleet's only the Deployment.
+func (r *Reconciler) facts(s *scope, matches bool) lifecycle.Facts {
+	f := s.fleet
+	lf := lifecycle.Facts{
+		Now:               s.now,
+		ReplacementDelay:  r.Options.MemberReplacementDelay,
+		AbsorbWindow:      r.Options.AbsorbWindow,
+		TerminationMargin: r.Options.TerminationMargin,
+		Paused:            paused(f),
+		OrderedBucket:     f.Spec.Profile == v1.ProfileBucket,
+		Fleet:             f.Name,
+		Declared:          f.DesiredReplicas(),
+		Workload:          s.workloadFacts(matches),
 	}
-	if len(msgs) > 5 {
-		msgs = append(msgs[:5], fmt.Sprintf("and %d more", len(errs)-5))
+	lf.Applied = lf.Workload.Replicas
+	if !f.RunsAsStatefulSet() {
+		return lf // a Deployment's Pods are no ordinal members: its plan reads the workload alone
 	}
-	return strings.Join(msgs, "; ")
+	// Every current and declared ordinal has a slot, Pod or not; AddClaim extends the slots
+	// to removed members' kept claims.
+	lf.Members = make([]lifecycle.Member, max(lf.Workload.Replicas, lf.Declared))
+	for i := range s.pods {
+		lf.AddPod(&s.pods[i])
+	}
+	for i := range s.namedClaims {
+		lf.AddClaim(&s.namedClaims[i], f.UID)
+	}
+	return lf
 }
 
-// finalizer adds the lifecycle-protection finalizer with an optimistic-lock merge patch, so
-// the fleet cannot disappear before its workload and claims are gone.
-func (r *Reconciler) finalizer(ctx context.Context, s *scope) (bool, error) {
-	live := s.live
-	if controllerutil.ContainsFinalizer(live, v1.FinalizerLifecycleProtection) {
-		return false, nil
+// workload is the pass's live workload of the fleet's layout, nil when there is none.
+func (s *scope) workload() client.Object {
+	if s.fleet.RunsAsStatefulSet() {
+		if s.sts != nil {
+			return s.sts
+		}
+	} else if s.deploy != nil {
+		return s.deploy
 	}
-	w := write{verb: "add finalizer", object: "CelldFleet/" + live.Name + " " + v1.FinalizerLifecycleProtection,
-		why: "the fleet may not disappear before its workload and claims"}
-	if err := r.do(ctx, s, w, sent(func(ctx context.Context) error {
-		patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.AddFinalizer(live, v1.FinalizerLifecycleProtection)
-		return r.Client.Patch(ctx, live, patch)
-	})); err != nil {
-		return true, err
+	return nil
+}
+
+// workloadFacts reads the pass's live workload of the fleet's layout (lifecycle.WorkloadFacts,
+// lifecycle.DeploymentFacts); matches is the drift check's verdict.
+func (s *scope) workloadFacts(matches bool) lifecycle.Workload {
+	if s.fleet.RunsAsStatefulSet() {
+		return lifecycle.WorkloadFacts(s.sts, matches)
 	}
-	s.fleet.Finalizers = live.Finalizers
-	return false, nil
+	return lifecycle.DeploymentFacts(s.deploy, matches)
+}
+
+// podTemplate is a workload's Pod template.
+func podTemplate(o client.Object) *corev1.PodTemplateSpec {
+	switch o := o.(type) {
+	case *appsv1.StatefulSet:
+		return &o.Spec.Template
+	case *appsv1.Deployment:
+		return &o.Spec.Template
+	}
+	return &corev1.PodTemplateSpec{}
+}
+
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *appsv1.StatefulSet:
+		return "StatefulSet"
+	case *appsv1.Deployment:
+		return "Deployment"
+	}
+	return fmt.Sprintf("%T", obj)
+}
+
+func paused(f *v1.CelldFleet) bool {
+	return f.Spec.Maintenance != nil && f.Spec.Maintenance.Paused
+}
+
+// render is the operator's rendering of the fleet's workload, at spec.replicas.
+func (r *Reconciler) render(s *scope) client.Object {
+	f := s.fleet
+	if f.RunsAsStatefulSet() {
+		return workload.StatefulSet(f, r.workloadOptions(s), f.DesiredReplicas())
+	}
+	return workload.Deployment(f, r.workloadOptions(s), f.DesiredReplicas())
+}
+
+// mergeUpdate is the rendering merged onto the live workload for an update (statefulSetUpdate,
+// deploymentUpdate).
+func mergeUpdate(live, desired client.Object) client.Object {
+	switch l := live.(type) {
+	case *appsv1.StatefulSet:
+		return statefulSetUpdate(l, desired.(*appsv1.StatefulSet))
+	case *appsv1.Deployment:
+		return deploymentUpdate(l, desired.(*appsv1.Deployment))
+	}
+	panic(fmt.Sprintf("mergeUpdate: %T is no workload", live))
+}
+
+// statefulSetUpdate is the rendering desired merged onto live for an update: the operator's
+// spec, except the fields the API server never lets change (selector, serviceName, claim
+// templates, pod management), which stay as created, and the live replica count (the caller
+// sets the next one). Labels and annotations others set are kept.
+func statefulSetUpdate(live, desired *appsv1.StatefulSet) *appsv1.StatefulSet {
+	want := desired.DeepCopy()
+	drift.MergeMetadata(want, live)
+	want.Spec.Selector = live.Spec.Selector
+	want.Spec.ServiceName = live.Spec.ServiceName
+	want.Spec.VolumeClaimTemplates = live.Spec.VolumeClaimTemplates
+	want.Spec.PodManagementPolicy = live.Spec.PodManagementPolicy
+	want.Spec.Replicas = live.Spec.Replicas
+	want.Status = live.Status
+	return want
+}
+
+// deploymentUpdate is statefulSetUpdate for a Deployment, whose selector alone is immutable.
+func deploymentUpdate(live, desired *appsv1.Deployment) *appsv1.Deployment {
+	want := desired.DeepCopy()
+	drift.MergeMetadata(want, live)
+	want.Spec.Selector = live.Spec.Selector
+	want.Spec.Replicas = live.Spec.Replicas
+	want.Status = live.Status
+	return want
+}
+
+// ownedWorkload refuses a workload the fleet did not create: without this fleet's UID label, or
+// with an owner reference to anything but this fleet (a controller, or any owner the garbage
+// collector would follow to delete the members). Such an object is never converted or adopted;
+// the message names it and its owner (leftAlone).
+func (r *Reconciler) ownedWorkload(s *scope, obj client.Object) bool {
+	if s.fleet.Owns(obj) {
+		return true
+	}
+	s.find.Block(v1.ReasonLifecycleBlocked, leftAlone(s, obj))
+	return false
+}
+
+func (r *Reconciler) operatorFacts(ctx context.Context, s *scope) (children.OperatorFacts, error) {
+	gw, istio := false, false
+	if r.APIs != nil {
+		var err error
+		if gw, istio, err = r.APIs(ctx); err != nil {
+			return children.OperatorFacts{}, err
+		}
+	}
+	f := s.fleet
+	wantMeshed := f.Spec.Mesh != nil && f.Spec.Mesh.Istio != nil
+	templateMeshed := wantMeshed
+	if w := s.workload(); w != nil {
+		templateMeshed = podTemplate(w).Labels["sidecar.istio.io/inject"] == "true"
+	}
+	facts := children.OperatorFacts{
+		Namespace:             r.Options.OperatorNamespace,
+		ServiceAccount:        r.Options.OperatorServiceAccount,
+		NetworkPolicyEnforced: r.Options.NetworkPolicyEnforced,
+		GatewayAPIInstalled:   gw,
+		IstioInstalled:        istio,
+		MeshMixed:             children.MeshMixed(s.pods, wantMeshed, templateMeshed),
+	}
+	if _, remembered := f.Annotations[v1.AnnotationIstioControlPlane]; wantMeshed || remembered {
+		facts.ProxyControlPlanes = children.ProxyControlPlanes(s.pods)
+	}
+	return facts, nil
+}
+
+// cachedReservation is the reservation at name as the manager's cache holds it, or nil when
+// the cache has not seen it (or cannot be read): the caller then asks the API server.
+// Reservations are never deleted and their spec never changes, so what the cache holds is
+// the reservation's spec; annotations and status may lag, and are written back only with the
+// read's resourceVersion.
+func (r *Reconciler) cachedReservation(ctx context.Context, name string) *v1.CelldStorageReservation {
+	if r.Client == nil {
+		return nil
+	}
+	res := &v1.CelldStorageReservation{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, res); err != nil {
+		return nil
+	}
+	return res
+}
+
+// readReservation is the reservation at name from the cache, or from the API server when the
+// cache has not seen it; nil when it does not exist.
+func (r *Reconciler) readReservation(ctx context.Context, name string) (*v1.CelldStorageReservation, error) {
+	if res := r.cachedReservation(ctx, name); res != nil {
+		return res, nil
+	}
+	res := &v1.CelldStorageReservation{}
+	if err := r.Direct.Get(ctx, types.NamespacedName{Name: name}, res); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("read CelldStorageReservation %s: %w", name, err)
+	}
+	return res, nil
+}
+
+// directReservation is the reservation at name as the API server has it; nil when it does not
+// exist.
+func (r *Reconciler) directReservation(ctx context.Context, name string) (*v1.CelldStorageReservation, error) {
+	res := &v1.CelldStorageReservation{}
+	if err := r.Direct.Get(ctx, types.NamespacedName{Name: name}, res); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("read CelldStorageReservation %s: %w", name, err)
+	}
+	return res, nil
+}
+
+// readHistory decodes the capacity history of the reservation, or forgets an unreadable one
+// (it only delays the next step). The record is there only for a fleet with spec.capacity:
+// writeRecords removed any other before.
+func (r *Reconciler) readHistory(ctx context.Context, s *scope, res *v1.CelldStorageReservation) {
+	value, ok := res.Annotations[v1.AnnotationCurrentOperation]
+	if !ok || s.fleet.Spec.Capacity == nil {
+		return
+	}
+	s.historyBytes = len(value)
+	state := reservation.CapacityState(value, s.fleet.UID)
+	if state == nil {
+		return
+	}
+	if err := json.Unmarshal(state, &s.history); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "the reservation's capacity history is unreadable; the policy starts from none", "reservation", res.Name)
+		s.history = capacity.History{}
+	}
+}
+
+// readClaimRecord reads the decision's claim from the API server. It returns nil when that
+// claim is gone or another claim now has its name: the pass then decides again.
+func (r *Reconciler) readClaimRecord(ctx context.Context, s *scope, ref lifecycle.Ref) (*claimRecord, error) {
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := r.Direct.Get(ctx, types.NamespacedName{Namespace: s.fleet.Namespace, Name: ref.Name}, claim); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if claim.UID != ref.UID || claim.DeletionTimestamp != nil {
+		return nil, nil
+	}
+	rec := recordClaim(claim)
+	return &rec, nil
+}
+
+// goneForSure asks the API server, not the cache, whether the workload, the Pods and the
+// claims are gone: once the finalizer is released nothing deletes a claim left behind.
+func (r *Reconciler) goneForSure(ctx context.Context, s *scope) (bool, error) {
+	if r.Caches == nil {
+		return true, nil // the pass already read from the API server
+	}
+	fresh := *s
+	if err := r.readWorkload(ctx, &fresh, r.Direct); err != nil {
+		return false, err
+	}
+	if err := r.readMembers(ctx, &fresh, r.Direct, false); err != nil {
+		return false, err
+	}
+	return fresh.sts == nil && fresh.deploy == nil && len(fresh.claims) == 0 && len(fresh.pods) == 0, nil
 }

@@ -212,7 +212,7 @@ func memberPod(ns, name string, labels map[string]string, gated bool) *corev1.Po
 	return p
 }
 
-// TestAZoneGateIsReleasedOnAFreshReadWhenTheSchedulerWroteThePod covers zonegates.go
+// TestAZoneGateIsReleasedOnAFreshReadWhenTheSchedulerWroteThePod covers act.go
 // releaseZoneGate. The scheduler writes a gated Pod's status (PodScheduled=False,
 // SchedulingGated) right after the StatefulSet controller creates it, so the operator's
 // update from its read conflicts. That conflict used to be skipped like a missing Pod: the gate
@@ -320,7 +320,7 @@ func TestAZoneGateIsReleasedOnAFreshReadWhenTheSchedulerWroteThePod(t *testing.T
 	}
 }
 
-// TestAFleetClaimIsDeletedOnlyWhileItStillCarriesTheFleetsLabel covers deletion.go
+// TestAFleetClaimIsDeletedOnlyWhileItStillCarriesTheFleetsLabel covers act.go deleteFleetClaim
 // deleteFleetClaim, the claim deletes of a deleted fleet. They carried a UID precondition
 // only, so a claim relabelled after the pass's read (someone keeping that disk) was deleted
 // anyway. With the resourceVersion precondition, the writes of the PV binder, the PVC
@@ -427,7 +427,7 @@ func deletingFleet(t *testing.T, r *Reconciler, admin client.Client, name string
 	return f, client.ObjectKeyFromObject(f)
 }
 
-// TestTheWorkloadDeleteIsDecidedAgainWhenTheStatefulSetMoved covers deletion.go deleteWorkload:
+// TestTheWorkloadDeleteIsDecidedAgainWhenTheStatefulSetMoved covers act.go deleteWorkload:
 // its UID and resourceVersion preconditions protect the ownership the delete rests on (the
 // fleet's label, no other controller). A conflict ends the pass, and the next pass decides on
 // a fresh read: it deletes a StatefulSet whose status moved, and leaves one relabelled away.
@@ -477,8 +477,8 @@ func TestTheWorkloadDeleteIsDecidedAgainWhenTheStatefulSetMoved(t *testing.T) {
 }
 
 // TestAnOptimisticLockOnTheFleetEndsThePassAndTheNextPassWrites covers the CelldFleet's
-// optimistic-lock merge patches: observe.go finalizer, children_phase.go rememberMesh,
-// report.go dropLegacyConditions and deletion.go's finalizer removal. A merge patch replaces a
+// optimistic-lock merge patches: plan.go finalizer, act.go rememberMesh,
+// report.go dropLegacyConditions and act.go's finalizer removal (deletionStep). A merge patch replaces a
 // list whole (finalizers, conditions), so the lock keeps another writer's entry; the
 // application observer writes the fleet's status after every collection and moves the
 // resourceVersion. The conflict ends the pass (the status write's: an error, retried with
@@ -503,7 +503,7 @@ func TestAnOptimisticLockOnTheFleetEndsThePassAndTheNextPassWrites(t *testing.T)
 			done: func(f *v1.CelldFleet) bool {
 				return controllerutil.ContainsFinalizer(f, v1.FinalizerLifecycleProtection)
 			}},
-		{name: "children_phase.go rememberMesh", verb: "patch",
+		{name: "act.go rememberMesh", verb: "patch",
 			prepare: func(t *testing.T, r *Reconciler, admin client.Client, ns string) client.ObjectKey {
 				f := createFleet(t, admin, ns, "mesh", ns+"-mesh", nil)
 				reconcileOnce(t, r, f)
@@ -526,7 +526,7 @@ func TestAnOptimisticLockOnTheFleetEndsThePassAndTheNextPassWrites(t *testing.T)
 			done: func(f *v1.CelldFleet) bool {
 				return meta.FindStatusCondition(f.Status.Conditions, "LifecycleBlocked") == nil
 			}},
-		{name: "deletion.go finalizer removal", verb: "patch",
+		{name: "act.go deletionStep: the finalizer removal", verb: "patch",
 			prepare: func(t *testing.T, r *Reconciler, admin client.Client, ns string) client.ObjectKey {
 				f := createFleet(t, admin, ns, "bye", ns+"-bye", func(f *v1.CelldFleet) {
 					f.Finalizers = []string{v1.FinalizerLifecycleProtection} // nothing of it was created yet
@@ -588,7 +588,7 @@ func TestAnOptimisticLockOnTheFleetEndsThePassAndTheNextPassWrites(t *testing.T)
 	}
 }
 
-// TestARecreateOrForceDeleteMeetsTheKubeletsStatusWrite covers healing.go act. DeletePod
+// TestARecreateOrForceDeleteMeetsTheKubeletsStatusWrite covers act.go act. DeletePod
 // (MemberRecreated) rests on the Pod's readiness and revision, which are its status: the
 // resourceVersion precondition makes a kubelet write since the confirmation read a conflict,
 // returned, so the next pass decides again on the new status. ForceDeletePod rests on the Pod
@@ -660,7 +660,7 @@ func TestARecreateOrForceDeleteMeetsTheKubeletsStatusWrite(t *testing.T) {
 	}
 }
 
-// TestAWorkloadUpdateThatMeetsTheStatefulSetControllerIsDecidedAgain covers workload_phase.go
+// TestAWorkloadUpdateThatMeetsTheStatefulSetControllerIsDecidedAgain covers act.go
 // converge: the update that restores the workload carries the read's resourceVersion, and the
 // merged object it writes is made from the whole live object. The StatefulSet controller
 // writes the status while members come and go; the conflict ends the pass and the next pass
@@ -763,7 +763,7 @@ func getReservationNamed(t *testing.T, admin client.Client, name string) *v1.Cel
 	return res
 }
 
-// TestASeedsCancellationIsDecidedAgainWhenTheExecutorWrites covers seed_phase.go cancelSeed.
+// TestASeedsCancellationIsDecidedAgainWhenTheExecutorWrites covers plan.go cancelSeed (and act.go cancelStep).
 // Its writes carry the resourceVersion read, and the status write copies the seed result it
 // read; an executor writes that status while it works (its claim, its progress, its result).
 // A conflict used to end the pass, and the next one decided again from the cache: an executor
@@ -832,9 +832,9 @@ func TestASeedsCancellationIsDecidedAgainWhenTheExecutorWrites(t *testing.T) {
 }
 
 // TestAReservationWriteThatMeetsAnotherWriterEndsThePass covers the reservation's other writes:
-// seed_phase.go seedGate (the gate opens), reservation_phase.go writeRecords (an earlier
+// plan.go seedGate (the gate opens), act.go writeRecords (an earlier
 // release's record is rewritten; the record of a fleet without spec.capacity is removed) and
-// capacity_phase.go writeHistory (a capacity step is recorded). Each carries the
+// act.go writeHistory (a capacity step is recorded). Each carries the
 // resourceVersion of the read it decided on (writeHistory's is a fresh read right before).
 // Once a seed is final nobody but the operator writes a reservation, so a conflict means a
 // person or a tool edited it: the write is not made, the conflict is returned (writeHistory's
@@ -852,13 +852,13 @@ func TestAReservationWriteThatMeetsAnotherWriterEndsThePass(t *testing.T) {
 		unchanged func(res *v1.CelldStorageReservation) bool
 		seeded    bool
 	}{
-		{name: "seed_phase.go seedGate", seeded: true,
+		{name: "plan.go seedGate", seeded: true,
 			write: func(r *Reconciler, s *scope, res *v1.CelldStorageReservation) error {
 				_, err := r.seedGate(context.Background(), s, res)
 				return err
 			},
 			unchanged: func(res *v1.CelldStorageReservation) bool { return res.Annotations[v1.AnnotationSeedGate] == "" }},
-		{name: "reservation_phase.go writeRecords: an earlier release's record", before: legacy,
+		{name: "act.go writeRecords: an earlier release's record", before: legacy,
 			write: func(r *Reconciler, s *scope, res *v1.CelldStorageReservation) error {
 				_, err := r.writeRecords(context.Background(), s, res)
 				return err
@@ -866,7 +866,7 @@ func TestAReservationWriteThatMeetsAnotherWriterEndsThePass(t *testing.T) {
 			unchanged: func(res *v1.CelldStorageReservation) bool {
 				return res.Annotations[v1.AnnotationCurrentOperation] == legacy
 			}},
-		{name: "reservation_phase.go writeRecords: the record of a fleet without spec.capacity", before: "capacity",
+		{name: "act.go writeRecords: the record of a fleet without spec.capacity", before: "capacity",
 			write: func(r *Reconciler, s *scope, res *v1.CelldStorageReservation) error {
 				_, err := r.writeRecords(context.Background(), s, res)
 				return err
@@ -874,7 +874,7 @@ func TestAReservationWriteThatMeetsAnotherWriterEndsThePass(t *testing.T) {
 			unchanged: func(res *v1.CelldStorageReservation) bool {
 				return res.Annotations[v1.AnnotationCurrentOperation] != ""
 			}},
-		{name: "capacity_phase.go writeHistory",
+		{name: "act.go writeHistory",
 			write: func(r *Reconciler, s *scope, res *v1.CelldStorageReservation) error {
 				s.reservationName = res.Name
 				return r.writeHistory(context.Background(), s, []byte(`{"steps":[]}`))

@@ -6,17 +6,12 @@ import (
 	"hash/fnv"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
-	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/lifecycle"
@@ -65,32 +60,6 @@ type Reconciler struct {
 	// created holds the answers to workload creations the cache has not delivered yet; nil
 	// reads such a workload from the API server.
 	created *drift.Answers
-}
-
-// memories are everything the reconciler remembers of a fleet between passes, each keyed by
-// the fleet: its status metrics, the drift verdicts of its workload, its capacity
-// observations, its paced status writes, the answers to its workload's creation, its
-// children's verdicts and answers, and its cached render. A memory added to the reconciler is
-// added here, so forget drops it with the others.
-func (r *Reconciler) memories() []func(types.NamespacedName) {
-	m := []func(types.NamespacedName){
-		func(k types.NamespacedName) { r.metrics.forget(k.Namespace, k.Name) },
-		r.Drift.Forget, r.Capacity.Forget, r.pacer.forget, r.created.Forget,
-	}
-	if r.Applier != nil {
-		m = append(m, r.Applier.Forget)
-	}
-	if r.Children != nil {
-		m = append(m, r.Children.ForgetFleet)
-	}
-	return m
-}
-
-// forget drops a fleet from every memory.
-func (r *Reconciler) forget(key types.NamespacedName) {
-	for _, f := range r.memories() {
-		f(key)
-	}
 }
 
 // phase is one step of a reconcile. It records what it decided on the scope and says whether
@@ -209,93 +178,6 @@ func (r *Reconciler) requeueDelay(f *v1.CelldFleet) time.Duration {
 		jitter /= 10
 	}
 	return r.Options.RequeuePeriod + jitter
-}
-
-// scope is everything one pass read and decided.
-type scope struct {
-	fleet *v1.CelldFleet // the defaulted fleet; its status is projected at the end
-	// live is the pass's one read of the fleet, as stored; the pass's own patches (the
-	// finalizer, the mesh annotation) update it in place.
-	live *v1.CelldFleet
-	key  types.NamespacedName
-	now  time.Time
-
-	// read reads the fleet's children from its namespace's cache; kube reads there and writes
-	// to the API server.
-	read client.Reader
-	kube client.Client
-
-	sts    *appsv1.StatefulSet
-	deploy *appsv1.Deployment
-	pods   []corev1.Pod
-	// held are the fleet's Pods carrying a replacement hold, in any phase: a held Pod the
-	// pod garbage collector marked Failed is no member but must still be released.
-	held []corev1.Pod
-	// claims carry the fleet's UID label; namedClaims are every claim of the namespace, for the
-	// planner, which refuses a claim at a member's name that is not the fleet's.
-	claims      []corev1.PersistentVolumeClaim
-	namedClaims []corev1.PersistentVolumeClaim
-
-	// guard is what the guards check, read by observe; guardErr a read of it that failed.
-	guard    lifecycle.GuardInput
-	guardErr error
-
-	// find is what the phases found; outcome is lifecycle.Decide's verdict of it: one reason
-	// and message explain Ready, Progressing and Blocked together (reference §1.19).
-	find    lifecycle.Findings
-	outcome lifecycle.Verdict
-	routing *metav1.Condition
-	// routingInvalid: spec.routing failed validation; routing is left exactly as it is.
-	routingInvalid  bool
-	reservationName string
-	// heal is the self-healing decision of the workload step's plan, and planned the input it
-	// was planned from: the confirmation re-read plans again from the same input (the same
-	// target, blockers and template verdict) with only the members fresh, or a fleet whose
-	// growth is blocked or held by its capacity policy would be healed at one count and
-	// confirmed at another, and never healed.
-	heal    *lifecycle.Decision
-	planned *lifecycle.WorkloadInput
-	// zoneGates are the gated Ordered members the workload plan releases once healing takes no
-	// action.
-	zoneGates []lifecycle.ZoneRelease
-	// abandoned is a replacement this pass committed but gave up before its claim went,
-	// because the claim changed; it is the pass's healing finding.
-	abandoned *lifecycle.Decision
-	// history is the capacity policy's durable state, read from the reservation, and
-	// historyBytes the size of its annotation; capacity is the pass's capacity decision, nil
-	// without spec.capacity or while paused.
-	history      capacity.History
-	historyBytes int
-	capacity     *capacity.Decision
-	// soon asks for the next pass within this time (a write to confirm, a handoff to finish).
-	soon   time.Duration
-	events []fleetEvent
-	// done records the writes the executor (do) made in this pass, in order.
-	done []write
-}
-
-type fleetEvent struct {
-	kind, reason, message string
-	regarding             client.Object
-}
-
-func newScope(f *v1.CelldFleet, now time.Time) *scope {
-	d := f.DeepCopy()
-	d.Default()
-	return &scope{fleet: d, live: f, key: client.ObjectKeyFromObject(f), now: now,
-		find: lifecycle.Findings{Fleet: f.Name, Paused: paused(d)}}
-}
-
-// deleting records the deletion phase's progress.
-func (s *scope) deleting(reason, message string) {
-	s.find.Deletion = &lifecycle.Verdict{Reason: reason, Message: message}
-}
-
-// again asks for the next pass within d.
-func (s *scope) again(d time.Duration) {
-	if s.soon == 0 || d < s.soon {
-		s.soon = d
-	}
 }
 
 // workloadOptions are the builder's options for this operator.

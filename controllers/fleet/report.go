@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	acv1 "github.com/celld/celld-operator/api/v1alpha1/applyconfiguration/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/ssa"
 )
@@ -221,5 +222,35 @@ func (r *Reconciler) emit(live *v1.CelldFleet, st *v1.CelldFleetStatus) {
 		r.Recorder.Eventf(live, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
 	case before != nil && before.Status == metav1.ConditionTrue:
 		r.Recorder.Eventf(live, nil, corev1.EventTypeNormal, after.Reason, "Reconcile", "%s", fmt.Sprintf("No longer blocked: %s", after.Message))
+	}
+}
+
+// capacityStatus is status.capacity: the pass's decision, or the last one while the policy
+// decides nothing (a paused fleet, a pass that ended before the decision).
+func capacityStatus(s *scope, live *v1.CelldFleet) *v1.CapacityStatus {
+	f := s.fleet
+	switch {
+	case f.Spec.Capacity == nil:
+		return nil
+	case s.capacity != nil:
+		st := s.capacity.Status()
+		return &st
+	case live.Status.Capacity != nil && live.Status.Capacity.Mode == f.Spec.Capacity.Mode:
+		return live.Status.Capacity.DeepCopy()
+	}
+	return &v1.CapacityStatus{Mode: f.Spec.Capacity.Mode}
+}
+
+// capacityWarnings warns once when the decision turns to LoadNotRedistributed or
+// IneffectiveCapacity.
+func (r *Reconciler) capacityWarnings(s *scope, live *v1.CelldFleet, st *v1.CapacityStatus) {
+	if r.Recorder == nil || st == nil || st.Reason == "" || (live.Status.Capacity != nil && live.Status.Capacity.Reason == st.Reason) {
+		return
+	}
+	switch st.Reason {
+	case capacity.ReasonLoadNotRedistributed:
+		r.Recorder.Eventf(live, nil, corev1.EventTypeWarning, v1.EventLoadNotRedistributed, "Reconcile", "%s", st.Message)
+	case capacity.ReasonIneffectiveCapacity:
+		r.Recorder.Eventf(live, nil, corev1.EventTypeWarning, v1.EventIneffectiveCapacity, "Reconcile", "%s", st.Message)
 	}
 }

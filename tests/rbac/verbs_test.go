@@ -10,12 +10,12 @@ import (
 var unexercisedGrants = map[string]string{
 	"celld.eric.dev/celldfleets:list":                       "the manager's informer (For(CelldFleet), the observer's cached List) lists when the API server does not stream watch-list",
 	"celld.eric.dev/celldpreviews:list":                     "the manager's informer (For(CelldPreview)) lists when the API server does not stream watch-list",
-	"storage.k8s.io/storageclasses:list":                    "the informer behind fleet/guards.go's cached StorageClass Get lists when watch-list is not streamed",
-	"celld.eric.dev/celldstoragereservations:update":        "fleet/reservation_phase.go updates a reservation it adopts",
-	"celld.eric.dev/celldstoragereservations/status:update": "fleet/seed_phase.go cancels the seed of a seeded preview fleet deleted before it started",
+	"storage.k8s.io/storageclasses:list":                    "the informer behind fleet/observe.go's cached StorageClass Get (observeGuards) lists when watch-list is not streamed",
+	"celld.eric.dev/celldstoragereservations:update":        "fleet/act.go updates a reservation it adopts (writeRecords, writeHistory)",
+	"celld.eric.dev/celldstoragereservations/status:update": "fleet/act.go (cancelStep) cancels the seed of a seeded preview fleet deleted before it started",
 	"metrics.k8s.io/pods:list":                              "application/capacity.go lists the PodMetrics of a fleet with spec.capacity; these scenarios set no policy",
-	"core/pods:patch":                                       "fleet/deletion.go releaseHold removes the replacement-handoff finalizer",
-	"core/pods:delete":                                      "fleet/healing.go member replacement and force delete of a member stuck terminating",
+	"core/pods:patch":                                       "fleet/handoff.go releaseHold removes the replacement-handoff finalizer",
+	"core/pods:delete":                                      "fleet/act.go and fleet/handoff.go member replacement and force delete of a member stuck terminating",
 	"gateway.networking.k8s.io/httproutes:get":              "spec.routing with a Gateway: children/apply.go preflightLive asks the API server before writing the routing policy of a route the cache does not hold",
 	"networking.k8s.io/ingresses:get":                       "spec.routing with an Ingress: children/apply.go preflightLive asks the API server before writing the routing policy of a route the cache does not hold",
 	"gateway.networking.k8s.io/httproutes:create":           "spec.routing with a Gateway: children/apply.go creates the HTTPRoute",
@@ -52,8 +52,8 @@ var occasionalGrants = map[string]string{
 	"core/events:patch":                           "client-go's event correlator patches a repeated event (leader election) instead of creating one, when it repeats within the correlator's window",
 	"celld.eric.dev/celldstoragereservations:get": "a fleet reads its reservation from the API server only while the manager's cache has not delivered it (readReservation), when it loses the reservation's creation to another claim (reservation.Claim), and before a capacity policy records a step (writeHistory); a claim's own existence check is its list",
 	"events.k8s.io/events:patch":                  "the events.k8s.io recorder patches the series of a fleet event that repeats within the series window (a fleet blocked, unblocked and blocked again quickly)",
-	"core/pods:get":                               "fleet/handoff.go reads a replacement's victim Pod, and a Pod write that meets another controller's (the kubelet's, the scheduler's) re-reads it: fleet/zonegates.go releaseZoneGate, fleet/handoff.go commit and releaseHold",
-	"core/persistentvolumeclaims:get":             "fleet/handoff.go records a replaced member's claim from the API server, and fleet/claimdelete.go re-reads a claim whose delete met another controller's write (the unused-since controller writes a claim's status as its Pod stops, fleet deletion included)",
+	"core/pods:get":                               "fleet/handoff.go reads a replacement's victim Pod, and a Pod write that meets another controller's (the kubelet's, the scheduler's) re-reads it: fleet/act.go releaseZoneGate, fleet/handoff.go commit and releaseHold",
+	"core/persistentvolumeclaims:get":             "fleet/handoff.go records a replaced member's claim from the API server, and fleet/handoff.go (deleteClaimVerified) re-reads a claim whose delete met another controller's write (the unused-since controller writes a claim's status as its Pod stops, fleet deletion included)",
 }
 
 // TestVerbsMatchManifests compares what the operator requested in the chart and bundle
