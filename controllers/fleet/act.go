@@ -33,36 +33,42 @@ type write struct {
 	// why is the reason the line gives; kv are further key/value pairs of the line.
 	why string
 	kv  []any
-	// takesDown names the member a write takes down (a Pod delete); "" for a write that takes
-	// none down. A pass takes at most one member down: the executor refuses a second.
-	takesDown string
+	// member is the fleet member the write concerns (its Pod, its claim, its hold); "" for a
+	// write about the fleet as a whole. takesDown: the write takes that member down (a Pod
+	// delete). Once a write took a member down, the pass writes nothing about anything else:
+	// it takes at most one disruptive action, and the executor refuses any other write.
+	member    string
+	takesDown bool
+	// report: a write of the fleet's own status by the report, which tells what the pass did
+	// and is not one of its actions; the rule above does not hold it back.
+	report bool
 	// event is told with the pass's events once the write is done, never for a write that
 	// failed.
 	event *fleetEvent
 }
 
-// errOneMemberPerPass is the executor's refusal of a write that would take a second member
-// down in one pass. The plans never ask for it; the executor refuses it anyway, so a future
-// plan cannot take two members down by mistake.
-type errOneMemberPerPass struct{ refused, done write }
+// errAfterDisruption is the executor's refusal of a write about anything but the member the
+// pass already took down: a second member's Pod, another claim, a fleet-level write. The plans
+// never ask for one (the healing phase ends the pass after its action); the executor refuses it
+// anyway, so no future plan takes two members down, or acts on a stale plan after a
+// disruption, by mistake.
+type errAfterDisruption struct{ refused, done write }
 
-func (e errOneMemberPerPass) Error() string {
-	return fmt.Sprintf("refused to %s %s: this pass already did %s %s, and a pass takes at most one member down",
+func (e errAfterDisruption) Error() string {
+	return fmt.Sprintf("refused to %s %s: this pass already did %s %s, and after taking a member down a pass writes nothing but what completes that member's action",
 		e.refused.verb, e.refused.object, e.done.verb, e.done.object)
 }
 
-// do is the pass's executor of one write: it checks that the write takes no second member
-// down, sends it, and, once the API server accepted it, logs the one structured mutation line
-// every write carries, records the write on the pass (scope.done) and keeps its event. An
-// error is wrapped with the write's verb and object (the API error stays inspectable through
-// errors.As). send reports whether it changed anything: a delete of what is already gone, say,
-// is no write, and is neither logged nor recorded.
+// do is the pass's executor of one write: it refuses a write after a disruption that does not
+// concern the member taken down, sends it, and, once the API server accepted it, logs the one
+// structured mutation line every write carries, records the write on the pass (scope.done) and
+// keeps its event. An error is wrapped with the write's verb and object (the API error stays
+// inspectable through errors.As). send reports whether it changed anything: a delete of what
+// is already gone, say, is no write, and is neither logged nor recorded.
 func (r *Reconciler) do(ctx context.Context, s *scope, w write, send func(context.Context) (bool, error)) error {
-	if w.takesDown != "" {
-		for _, d := range s.done {
-			if d.takesDown != "" && d.takesDown != w.takesDown {
-				return errOneMemberPerPass{refused: w, done: d}
-			}
+	for _, d := range s.done {
+		if d.takesDown && !w.report && (w.member == "" || w.member != d.member) {
+			return errAfterDisruption{refused: w, done: d}
 		}
 	}
 	changed, err := send(ctx)
@@ -173,7 +179,7 @@ func (r *Reconciler) deleteClaims(ctx context.Context, s *scope) error {
 // the end nor a success: deleteClaimVerified reads the claim again and, if it is still the same
 // claim and still carries the fleet's label, deletes it again with the fresh resourceVersion.
 func (r *Reconciler) deleteFleetClaim(ctx context.Context, s *scope, c *corev1.PersistentVolumeClaim) error {
-	kept, err := r.deleteClaimVerified(ctx, s, "deleted fleet "+s.fleet.Name, c.Name, c.UID, c.ResourceVersion,
+	kept, err := r.deleteClaimVerified(ctx, s, "", "deleted fleet "+s.fleet.Name, c.Name, c.UID, c.ResourceVersion,
 		func(live *corev1.PersistentVolumeClaim) string {
 			if live.Labels[v1.LabelFleetUID] != string(s.fleet.UID) {
 				return "it no longer carries the fleet's label"
@@ -417,7 +423,7 @@ func (r *Reconciler) writeHistory(ctx context.Context, s *scope, state []byte) e
 func (r *Reconciler) act(ctx context.Context, s *scope, d lifecycle.Decision) error {
 	pod := &corev1.Pod{}
 	pod.Namespace, pod.Name = s.fleet.Namespace, d.Pod.Name
-	w := write{object: "Pod/" + d.Pod.Name, why: d.Message, takesDown: d.Pod.Name}
+	w := write{object: "Pod/" + d.Pod.Name, why: d.Message, member: d.Pod.Name, takesDown: true}
 	if d.Event != "" {
 		w.event = &fleetEvent{kind: corev1.EventTypeWarning, reason: d.Event, message: d.EventMessage}
 	}
@@ -493,7 +499,7 @@ func (r *Reconciler) releaseZoneGate(ctx context.Context, s *scope, p *corev1.Po
 		}
 		p.Spec.NodeSelector[zoneLabel] = zone
 		p.Spec.SchedulingGates = slices.DeleteFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == v1.SchedulingGateBucketZone })
-		w := write{verb: "release zone gate", object: "Pod/" + p.Name, why: "an Ordered member runs in the zone of its ordinal: " + zone}
+		w := write{verb: "release zone gate", object: "Pod/" + p.Name, member: p.Name, why: "an Ordered member runs in the zone of its ordinal: " + zone}
 		err := r.do(ctx, s, w, func(ctx context.Context) (bool, error) {
 			err := r.Direct.Update(ctx, p)
 			return err == nil, client.IgnoreNotFound(err)

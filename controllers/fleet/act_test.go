@@ -53,7 +53,7 @@ func TestExecutorLogsRecordsAndTellsOnlyWhatItDid(t *testing.T) {
 			ctx, lines := loggedContext()
 			s := actScope()
 			calls := 0
-			w := write{verb: "delete", object: "Pod/pf-1", why: "Recreating member pf-1", takesDown: "pf-1", event: ev, kv: []any{"paths", "x"}}
+			w := write{verb: "delete", object: "Pod/pf-1", why: "Recreating member pf-1", member: "pf-1", takesDown: true, event: ev, kv: []any{"paths", "x"}}
 			err := r.do(ctx, s, w, func(context.Context) (bool, error) { calls++; return tc.changed, tc.err })
 			if calls != 1 {
 				t.Fatalf("send ran %d times, want once", calls)
@@ -87,10 +87,12 @@ func TestExecutorLogsRecordsAndTellsOnlyWhatItDid(t *testing.T) {
 	}
 }
 
-// TestExecutorTakesAtMostOneMemberDownPerPass: once a pass took a member down, a write that
-// would take another member down is refused before it is sent, while further writes about the
-// same member (a replacement's hold release, say) and writes that take nobody down still run.
-func TestExecutorTakesAtMostOneMemberDownPerPass(t *testing.T) {
+// TestExecutorWritesNothingElseAfterTakingAMemberDown: writes before a disruption are not
+// limited; once a pass took a member down, only writes about that member (a replacement's
+// commit, claim delete and hold release) run, and a write that would take a second member
+// down, or any other write, is refused before it is sent and not logged. The report's own status
+// write is not one of the pass's actions and still runs.
+func TestExecutorWritesNothingElseAfterTakingAMemberDown(t *testing.T) {
 	r := &Reconciler{}
 	ctx, lines := loggedContext()
 	s := actScope()
@@ -98,36 +100,45 @@ func TestExecutorTakesAtMostOneMemberDownPerPass(t *testing.T) {
 	send := func(object string) func(context.Context) (bool, error) {
 		return func(context.Context) (bool, error) { sentTo = append(sentTo, object); return true, nil }
 	}
-	first := write{verb: "delete", object: "Pod/pf-1", why: "replace", takesDown: "pf-1"}
-	if err := r.do(ctx, s, first, send("Pod/pf-1")); err != nil {
-		t.Fatal(err)
+	steps := []struct {
+		w       write
+		refused bool
+	}{
+		{w: write{verb: "add finalizer", object: "CelldFleet/pf"}},
+		{w: write{verb: "release zone gate", object: "Pod/pf-2", member: "pf-2"}},
+		{w: write{verb: "hold", object: "Pod/pf-1", member: "pf-1"}},
+		{w: write{verb: "delete", object: "Pod/pf-1", member: "pf-1", takesDown: true}},
+		{w: write{verb: "commit", object: "Pod/pf-1", member: "pf-1"}},
+		{w: write{verb: "delete", object: "PersistentVolumeClaim/data-pf-1", member: "pf-1"}},
+		{w: write{verb: "delete", object: "Pod/pf-2", member: "pf-2", takesDown: true}, refused: true},
+		{w: write{verb: "release zone gate", object: "Pod/pf-2", member: "pf-2"}, refused: true},
+		{w: write{verb: "delete", object: "PersistentVolumeClaim/data-pf-3"}, refused: true},
+		{w: write{verb: "update", object: "StatefulSet/pf"}, refused: true},
+		{w: write{verb: "release hold", object: "Pod/pf-1", member: "pf-1"}},
+		{w: write{verb: "remove conditions", object: "CelldFleet/pf", report: true}},
 	}
-	same := write{verb: "force delete", object: "Pod/pf-1", why: "again", takesDown: "pf-1"}
-	if err := r.do(ctx, s, same, send("Pod/pf-1 again")); err != nil {
-		t.Fatalf("a second write about the member already down: %v", err)
+	var want []string
+	for _, st := range steps {
+		err := r.do(ctx, s, st.w, send(st.w.verb+" "+st.w.object))
+		var refused errAfterDisruption
+		switch {
+		case st.refused && (!errors.As(err, &refused) || refused.refused.object != st.w.object || refused.done.object != "Pod/pf-1"):
+			t.Fatalf("%s %s after Pod/pf-1 went down: got %v, want the executor's refusal naming both", st.w.verb, st.w.object, err)
+		case !st.refused && err != nil:
+			t.Fatalf("%s %s: %v", st.w.verb, st.w.object, err)
+		case !st.refused:
+			want = append(want, st.w.verb+" "+st.w.object)
+		}
 	}
-	other := write{verb: "delete", object: "Pod/pf-2", why: "recreate", takesDown: "pf-2"}
-	err := r.do(ctx, s, other, send("Pod/pf-2"))
-	var refused errOneMemberPerPass
-	if !errors.As(err, &refused) || refused.refused.object != "Pod/pf-2" || refused.done.object != "Pod/pf-1" {
-		t.Fatalf("taking pf-2 down after pf-1 in one pass: got %v, want the executor's refusal naming both", err)
+	if strings.Join(sentTo, ",") != strings.Join(want, ",") {
+		t.Errorf("sent %v, want %v (nothing refused was sent)", sentTo, want)
 	}
-	if !strings.Contains(err.Error(), "refused to delete Pod/pf-2: this pass already did delete Pod/pf-1") {
-		t.Errorf("refusal says %q", err)
-	}
-	claim := write{verb: "delete", object: "PersistentVolumeClaim/data-pf-2", why: "the fleet is deleted"}
-	if err := r.do(ctx, s, claim, send("PersistentVolumeClaim/data-pf-2")); err != nil {
-		t.Fatalf("a write that takes no member down: %v", err)
-	}
-	if want := []string{"Pod/pf-1", "Pod/pf-1 again", "PersistentVolumeClaim/data-pf-2"}; strings.Join(sentTo, ",") != strings.Join(want, ",") {
-		t.Errorf("sent %v, want %v (Pod/pf-2 never sent)", sentTo, want)
-	}
-	if len(s.done) != 3 {
-		t.Errorf("recorded %d writes, want 3: %v", len(s.done), s.done)
+	if len(s.done) != len(want) {
+		t.Errorf("recorded %d writes, want %d: %v", len(s.done), len(want), s.done)
 	}
 	for _, l := range *lines {
-		if strings.Contains(l, "Pod/pf-2") {
-			t.Errorf("the refused write was logged as done: %s", l)
+		if strings.Contains(l, "Pod/pf-2\"") && strings.Contains(l, `"action"="delete"`) || strings.Contains(l, "data-pf-3") || strings.Contains(l, "StatefulSet/pf") {
+			t.Errorf("a refused write was logged as done: %s", l)
 		}
 	}
 }

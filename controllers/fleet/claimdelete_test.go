@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -388,5 +389,55 @@ func (h *handoffHarness) events() string {
 		default:
 			return strings.Join(out, "\n")
 		}
+	}
+}
+
+// TestAReplacementIsAnnouncedBeforeItsFirstWrite: with a Pod and without one, the operator's
+// "replacement" line naming the fleet, the member and the claim is in the log before the first
+// write of the replacement is sent (the hold, or the lone claim's delete), so a replacement
+// whose operator dies while sending it still has a record.
+func TestAReplacementIsAnnouncedBeforeItsFirstWrite(t *testing.T) {
+	for _, withPod := range []bool{true, false} {
+		t.Run(fmt.Sprintf("with a Pod: %v", withPod), func(t *testing.T) {
+			h := newHandoffHarness(t, withPod)
+			ctx, lines := loggedContext()
+			announced := func() bool {
+				for _, l := range *lines {
+					if strings.Contains(l, `"msg"="replacement"`) && strings.Contains(l, `"member"="`+h.member()+`"`) &&
+						strings.Contains(l, `"claim"="data-`+h.member()+`"`) && strings.Contains(l, `"fleet"="`+h.ns+`/ho"`) {
+						return true
+					}
+				}
+				return false
+			}
+			checked := false
+			check := func(what string) {
+				checked = true
+				if !announced() {
+					t.Errorf("the %s was sent before the replacement was announced: %v", what, *lines)
+				}
+			}
+			inner := h.r.Direct
+			h.r.Direct = interceptor.NewClient(inner.(client.WithWatch), interceptor.Funcs{
+				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+					if _, ok := obj.(*corev1.Pod); ok && !checked {
+						check("hold of the Pod")
+					}
+					return c.Update(ctx, obj, opts...)
+				},
+			})
+			h.beforeClaimDelete = func(client.WithWatch) {
+				if !checked {
+					check("lone claim's delete")
+				}
+			}
+			committed, err := h.r.replace(ctx, h.s, h.decision(t))
+			if err != nil || !committed {
+				t.Fatalf("replace: committed=%v err=%v", committed, err)
+			}
+			if !checked {
+				t.Fatal("no write of the replacement was seen: the check above proves nothing")
+			}
+		})
 	}
 }

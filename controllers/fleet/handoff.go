@@ -43,6 +43,17 @@ func (in intent) claim() claimRecord {
 		SpecHash: in.ClaimSpecHash, Volume: in.ClaimVolume}
 }
 
+// announce logs a replacement before its first write: the one line that names the member, its
+// claim and why, whatever happens next. The commitment (the Pod delete, or the claim delete
+// when no Pod holds the claim) is what its event tells, and an operator killed right after
+// sending it never tells it, nor logs the write (mutation lines follow the API server's
+// answer); with no Pod there is no hold to finish it from either. This line, written before the
+// write is sent, is the operator's record of the replacement then (grep the log for
+// "replacement").
+func announce(ctx context.Context, s *scope, member, claim, why string) {
+	log.FromContext(ctx).Info("replacement", "fleet", s.key.String(), "member", member, "claim", claim, "why", why)
+}
+
 // replace gives a member a fresh disk: read the claim, hold the Pod, delete it, commit, delete
 // the recorded claim, release. It reports whether it reached the commitment (the Pod or lone
 // claim delete). A crash or error after that is finished by resumeReplacements on the next
@@ -55,7 +66,8 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 		return false, err
 	}
 	if d.Pod.Name == "" { // no Pod holds the claim: the claim delete is the whole action
-		member := fmt.Sprintf("%s-%d", s.fleet.Name, d.Ordinal)
+		member := v1.MemberName(s.fleet.Name, d.Ordinal)
+		announce(ctx, s, member, rec.Name, d.Message)
 		change, err := r.deleteRecordedClaim(ctx, s, member, *rec, d.Message)
 		if err != nil {
 			return false, err
@@ -75,14 +87,15 @@ func (r *Reconciler) replace(ctx context.Context, s *scope, d lifecycle.Decision
 	if pod.UID != d.Pod.UID {
 		return false, nil // the member moved on since the decision; decide again next pass
 	}
+	announce(ctx, s, pod.Name, rec.Name, d.Message)
 	in := intent{FleetUID: s.fleet.UID, ClaimUID: rec.UID, ClaimName: rec.Name, ClaimResourceVersion: rec.ResourceVersion,
 		ClaimSpecHash: rec.SpecHash, ClaimVolume: rec.Volume, Event: d.Event, Message: d.EventMessage}
-	held := write{verb: "hold", object: "Pod/" + pod.Name, why: "the replacement handoff records claim " + d.Claim.Name + " before the Pod is deleted"}
+	held := write{verb: "hold", object: "Pod/" + pod.Name, member: pod.Name, why: "the replacement handoff records claim " + d.Claim.Name + " before the Pod is deleted"}
 	if err := r.do(ctx, s, held, sent(func(ctx context.Context) error { return r.hold(ctx, pod, in) })); err != nil {
 		return false, err // a resourceVersion-guarded update
 	}
 	uid, rv := pod.UID, pod.ResourceVersion
-	del := write{verb: "delete", object: "Pod/" + pod.Name, why: d.Message + " (the handoff is committed)", takesDown: pod.Name}
+	del := write{verb: "delete", object: "Pod/" + pod.Name, why: d.Message + " (the handoff is committed)", member: pod.Name, takesDown: true}
 	if err := r.do(ctx, s, del, sent(func(ctx context.Context) error {
 		return r.Direct.Delete(ctx, pod, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 	})); err != nil {
@@ -145,7 +158,7 @@ func (r *Reconciler) finishReplacement(ctx context.Context, s *scope, held *core
 		return r.releaseHold(ctx, s, pod, "the held Pod is another Pod now or not this fleet's: nothing of the replacement is left to finish")
 	}
 	if !in.Committed {
-		w := write{verb: "commit", object: "Pod/" + pod.Name, why: "the Pod delete committed the replacement; the hold records it before the claim goes"}
+		w := write{verb: "commit", object: "Pod/" + pod.Name, member: pod.Name, why: "the Pod delete committed the replacement; the hold records it before the claim goes"}
 		if err := r.do(ctx, s, w, func(ctx context.Context) (bool, error) { return r.commit(ctx, pod, held.UID) }); err != nil {
 			return client.IgnoreNotFound(err)
 		}
@@ -259,7 +272,7 @@ func (r *Reconciler) releaseHolds(ctx context.Context, s *scope) error {
 // read of the same Pod. A Pod gone, or another Pod at the name, is no write.
 func (r *Reconciler) releaseHold(ctx context.Context, s *scope, p *corev1.Pod, why string) error {
 	uid, first := p.UID, true
-	w := write{verb: "release hold", object: "Pod/" + p.Name, why: why}
+	w := write{verb: "release hold", object: "Pod/" + p.Name, member: p.Name, why: why}
 	return r.do(ctx, s, w, func(ctx context.Context) (bool, error) {
 		wrote := false
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -336,24 +349,24 @@ func (rec claimRecord) changed(live *corev1.PersistentVolumeClaim, fleet types.U
 // deleteRecordedClaim deletes exactly the recorded claim, and only while nothing that matters
 // about it changed (claimRecord.changed). why is the mutation log's reason.
 func (r *Reconciler) deleteRecordedClaim(ctx context.Context, s *scope, member string, rec claimRecord, why string) (change string, err error) {
-	return r.deleteClaimVerified(ctx, s, "member "+member, rec.Name, rec.UID, rec.ResourceVersion,
+	return r.deleteClaimVerified(ctx, s, member, "member "+member, rec.Name, rec.UID, rec.ResourceVersion,
 		func(live *corev1.PersistentVolumeClaim) string { return rec.changed(live, s.fleet.UID) }, why)
 }
 
 // deleteClaimVerified deletes the claim name of uid, read at resourceVersion rv, for whom (a
-// member, or the deleted fleet). The delete carries UID and resourceVersion preconditions; when
+// member, or the deleted fleet; member names the member, "" for the deleted fleet). The delete carries UID and resourceVersion preconditions; when
 // the resourceVersion moved, the claim is read again: gone, or another claim at the name, means
 // the claim read is already gone (or going); a change keep reports (a reason not to delete) is
 // returned, and nothing is deleted; otherwise only what keep does not look at moved (its status,
 // say), and the delete is sent again with the fresh resourceVersion. A conflict is never taken
 // for success. Past claimDeleteAttempts the conflict is returned and the next pass tries again.
-func (r *Reconciler) deleteClaimVerified(ctx context.Context, s *scope, whom, name string, uid types.UID, rv string,
+func (r *Reconciler) deleteClaimVerified(ctx context.Context, s *scope, member, whom, name string, uid types.UID, rv string,
 	keep func(live *corev1.PersistentVolumeClaim) string, why string) (change string, err error) {
 	key := types.NamespacedName{Namespace: s.fleet.Namespace, Name: name}
 	for attempt := 1; ; attempt++ {
 		claim := &corev1.PersistentVolumeClaim{}
 		claim.Namespace, claim.Name = key.Namespace, key.Name
-		w := write{verb: "delete", object: "PersistentVolumeClaim/" + name, why: why}
+		w := write{verb: "delete", object: "PersistentVolumeClaim/" + name, member: member, why: why}
 		err := r.do(ctx, s, w, sent(func(ctx context.Context) error {
 			return r.Direct.Delete(ctx, claim, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		}))

@@ -76,7 +76,7 @@ func (r *Reconciler) dropLegacyConditions(ctx context.Context, s *scope, live *v
 		return nil
 	}
 	w := write{verb: "remove conditions", object: "CelldFleet/" + live.Name + " " + strings.Join(legacyConditionTypes, ","),
-		why: "an earlier release wrote them; this release does not have them"}
+		why: "an earlier release wrote them; this release does not have them", report: true}
 	return client.IgnoreNotFound(r.do(ctx, s, w, sent(func(ctx context.Context) error {
 		patch := client.MergeFromWithOptions(live.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		live.Status.Conditions = keep

@@ -620,13 +620,25 @@ func (m *monitor) scanSecrets(text, where string) {
 	}
 }
 
-// scanLogLine is the operator log's scanner: secrets, and the replacements its mutation lines
-// announce (the operator's own journal of why it gives a disk up).
+// scanLogLine is the operator log's scanner: secrets, and the replacements the operator
+// announces (its own journal of why it gives a disk up): the "replacement" line it writes
+// before a replacement's first write, and the mutation lines of its hold and Pod delete.
 func (m *monitor) scanLogLine(line string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.checks[ruleSecrets]++
 	m.scanSecrets(line, "the operator's log: "+line)
+	if strings.Contains(line, `"msg":"replacement"`) {
+		var r struct {
+			Fleet  string `json:"fleet"`
+			Member string `json:"member"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Member != "" {
+			ns, _, _ := strings.Cut(r.Fleet, "/")
+			m.announced = append(m.announced, announcement{ns: ns, member: r.Member, at: time.Now()})
+		}
+		return
+	}
 	if !strings.Contains(line, `"msg":"mutation"`) {
 		return
 	}

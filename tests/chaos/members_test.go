@@ -448,6 +448,28 @@ func TestTheMonitorRefusesTwoFreshDisksInsideTheAbsorbWindowAndAnUnjustifiedClai
 	if m.Violation() != "" || m.eventless != 1 {
 		t.Fatalf("a replacement the operator logged before the claim delete is justified (counted as eventless): %q, %d", m.Violation(), m.eventless)
 	}
+	// A claim deleted with no Pod to hold: the operator's "replacement" line, written before the
+	// delete, is the only record when it dies right after sending it.
+	m = watchedFleet(false, 0)
+	m.scanLogLine(`{"msg":"replacement","fleet":"ns/pf","member":"pf-2","claim":"data-pf-2","why":"Replacing member pf-2: its volume no longer exists"}`)
+	m.announced[0].at = now.Add(-time.Minute - time.Second)
+	m.onWrite(claim("data-pf-2", now.Add(-time.Minute)))
+	m.mu.Lock()
+	m.judgePending()
+	m.mu.Unlock()
+	if m.Violation() != "" || m.eventless != 1 {
+		t.Fatalf("a lone claim replacement the operator announced before the delete is justified (counted as eventless): %q, %d", m.Violation(), m.eventless)
+	}
+	m = watchedFleet(false, 0)
+	m.scanLogLine(`{"msg":"replacement","fleet":"ns/pf","member":"pf-1","claim":"data-pf-1","why":"Replacing member pf-1"}`)
+	m.announced[0].at = now.Add(-time.Minute - time.Second)
+	m.onWrite(claim("data-pf-2", now.Add(-time.Minute)))
+	m.mu.Lock()
+	m.judgePending()
+	m.mu.Unlock()
+	if !strings.Contains(m.Violation(), "without a MemberDiskLost or MemberReplaced event") {
+		t.Fatalf("an announcement of another member justifies nothing, got %q", m.Violation())
+	}
 }
 
 func TestTheMonitorFindsASecretValueInALogLine(t *testing.T) {
