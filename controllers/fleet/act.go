@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -359,36 +358,26 @@ func setReplicas(o client.Object, n int32) {
 // the reservation's capacity history: every step, manual or policy, starts the cooldowns, and a
 // policy addition keeps the load it grew from. The write follows the step; a failed write loses
 // the record (the cooldown then counts from an earlier step), never records a step not taken.
+// capacity.PlanStep decides what the step tells and records.
 func (r *Reconciler) recordStep(ctx context.Context, s *scope, from, to int32) {
-	d := s.capacity
-	if d == nil || from == to {
-		return
-	}
-	if d.Reason == capacity.ReasonScaleOutRecommended || d.Reason == capacity.ReasonScaleInRecommended {
-		reason, verb := v1.EventCapacityScaledOut, "Added"
-		if to < from {
-			reason, verb = v1.EventCapacityScaledIn, "Removed"
-		}
-		s.events = append(s.events, fleetEvent{kind: corev1.EventTypeNormal, reason: reason,
-			message: fmt.Sprintf("%s members on the %s capacity policy: %d to %d applied (%s)", verb, d.Mode, from, to, d.Message)})
+	st, err := capacity.PlanStep(s.capacity, s.history, s.now, from, to)
+	if st.Event != "" {
+		s.events = append(s.events, fleetEvent{kind: corev1.EventTypeNormal, reason: st.Event, message: st.Message})
 		r.metrics.step(s.fleet, to > from)
 	}
-	h := s.history.Record(d, s.now, from, to)
-	before, errBefore := json.Marshal(s.history)
-	after, errAfter := json.Marshal(h)
-	if errBefore == nil && errAfter == nil && string(before) == string(after) {
-		return // what the annotation would hold is what it holds
-	}
-	if errAfter != nil {
-		ctrl.LoggerFrom(ctx).Error(errAfter, "the capacity step is taken but its record cannot be encoded", "from", from, "to", to)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "the capacity step is taken but its record cannot be encoded", "from", from, "to", to)
 		return
 	}
-	if err := r.writeHistory(ctx, s, after); err != nil {
+	if !st.Changed {
+		return // what the annotation would hold is what it holds
+	}
+	if err := r.writeHistory(ctx, s, st.Encoded); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "the capacity step is taken but its record is lost; the cooldown counts from the previous step",
 			"from", from, "to", to)
 		return
 	}
-	s.history = h
+	s.history = st.History
 }
 
 // writeHistory writes the encoded history to the reservation's current-operation annotation
