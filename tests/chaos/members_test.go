@@ -438,35 +438,28 @@ func TestTheMonitorRefusesTwoFreshDisksInsideTheAbsorbWindowAndAnUnjustifiedClai
 	if !strings.Contains(m.Violation(), "without a MemberDiskLost or MemberReplaced event") {
 		t.Fatalf("a claim delete with no replacement event must fail rule b, got %q", m.Violation())
 	}
-	m = watchedFleet(false, 0)
-	m.scanLogLine(`{"msg":"mutation","action":"delete","fleet":"ns/pf","object":"Pod/pf-1","why":"Replacing member pf-1: its volume no longer exists"}`)
-	m.announced[0].at = now.Add(-time.Minute - time.Second)
-	m.onWrite(claim("data-pf-1", now.Add(-time.Minute)))
-	m.mu.Lock()
-	m.judgePending()
-	m.mu.Unlock()
+	// logged judges a claim delete a minute old after the operator logged line a second before it.
+	logged := func(line, deleted string) *monitor {
+		m := watchedFleet(false, 0)
+		m.scanLogLine(line)
+		m.announced[0].at = now.Add(-time.Minute - time.Second)
+		m.onWrite(claim(deleted, now.Add(-time.Minute)))
+		m.mu.Lock()
+		m.judgePending()
+		m.mu.Unlock()
+		return m
+	}
+	m = logged(`{"msg":"mutation","action":"delete","fleet":"ns/pf","object":"Pod/pf-1","why":"Replacing member pf-1: its volume no longer exists"}`, "data-pf-1")
 	if m.Violation() != "" || m.eventless != 1 {
 		t.Fatalf("a replacement the operator logged before the claim delete is justified (counted as eventless): %q, %d", m.Violation(), m.eventless)
 	}
 	// A claim deleted with no Pod to hold: the operator's "replacement" line, written before the
 	// delete, is the only record when it dies right after sending it.
-	m = watchedFleet(false, 0)
-	m.scanLogLine(`{"msg":"replacement","fleet":"ns/pf","member":"pf-2","claim":"data-pf-2","why":"Replacing member pf-2: its volume no longer exists"}`)
-	m.announced[0].at = now.Add(-time.Minute - time.Second)
-	m.onWrite(claim("data-pf-2", now.Add(-time.Minute)))
-	m.mu.Lock()
-	m.judgePending()
-	m.mu.Unlock()
+	m = logged(`{"msg":"replacement","fleet":"ns/pf","member":"pf-2","claim":"data-pf-2","why":"Replacing member pf-2: its volume no longer exists"}`, "data-pf-2")
 	if m.Violation() != "" || m.eventless != 1 {
 		t.Fatalf("a lone claim replacement the operator announced before the delete is justified (counted as eventless): %q, %d", m.Violation(), m.eventless)
 	}
-	m = watchedFleet(false, 0)
-	m.scanLogLine(`{"msg":"replacement","fleet":"ns/pf","member":"pf-1","claim":"data-pf-1","why":"Replacing member pf-1"}`)
-	m.announced[0].at = now.Add(-time.Minute - time.Second)
-	m.onWrite(claim("data-pf-2", now.Add(-time.Minute)))
-	m.mu.Lock()
-	m.judgePending()
-	m.mu.Unlock()
+	m = logged(`{"msg":"replacement","fleet":"ns/pf","member":"pf-1","claim":"data-pf-1","why":"Replacing member pf-1"}`, "data-pf-2")
 	if !strings.Contains(m.Violation(), "without a MemberDiskLost or MemberReplaced event") {
 		t.Fatalf("an announcement of another member justifies nothing, got %q", m.Violation())
 	}
