@@ -447,13 +447,7 @@ func (r *Reconciler) readReservation(ctx context.Context, name string) (*v1.Cell
 	if res := r.cachedReservation(ctx, name); res != nil {
 		return res, nil
 	}
-	res := &v1.CelldStorageReservation{}
-	if err := r.Direct.Get(ctx, types.NamespacedName{Name: name}, res); apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("read CelldStorageReservation %s: %w", name, err)
-	}
-	return res, nil
+	return r.directReservation(ctx, name)
 }
 
 // directReservation is the reservation at name as the API server has it; nil when it does not
