@@ -202,7 +202,7 @@ func run(args []string) error {
 		return fmt.Errorf("the Metrics API client: %w", err)
 	}
 	// one collection serves both: status.application and the capacity policy's samples
-	observe.Capacity, observe.Metrics = r.Capacity.Observed, application.MetricsAPI{Client: mc}
+	observe.Capacity, observe.Metrics = r.Memory.Observed, application.MetricsAPI{Client: mc}
 	if err := application.Add(mgr, observe, r.Caches); err != nil {
 		return fmt.Errorf("set up the application observer: %w", err)
 	}

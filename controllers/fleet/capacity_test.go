@@ -57,7 +57,7 @@ func capacityCase(t *testing.T, name string, mode v1.CapacityMode) (*Reconciler,
 	var writes atomic.Int64
 	r, admin := newReconciler(t, testOptions(), &writes)
 	clock := &capacityClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	r.Now, r.Capacity = clock.Now, NewCapacity()
+	r.Now, r.Memory = clock.Now, &Memory{}
 	ns := setup(t, admin)
 	f := capacityFleet(t, admin, ns, name, mode)
 	reconcileOnce(t, r, f)
@@ -108,7 +108,7 @@ func sustain(t *testing.T, r *Reconciler, clock *capacityClock, f *v1.CelldFleet
 	live := liveFleet(t, r.Client, f)
 	for range 4 {
 		clock.now = clock.now.Add(5 * time.Second)
-		r.Capacity.Observed(client.ObjectKeyFromObject(f), live.UID, busy(f, members, 500, clock.now))
+		r.Memory.Observed(client.ObjectKeyFromObject(f), live.UID, busy(f, members, 500, clock.now))
 		reconcileOnce(t, r, f)
 	}
 }
@@ -117,7 +117,7 @@ func TestScaleOutAddsAMemberAfterTheWindowAndRecordsTheStep(t *testing.T) {
 	var writes atomic.Int64
 	r, admin := newReconciler(t, testOptions(), &writes)
 	clock := &capacityClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
-	r.Now, r.Capacity = clock.Now, NewCapacity()
+	r.Now, r.Memory = clock.Now, &Memory{}
 	var reservationWrites atomic.Int64
 	ww, err := client.NewWithWatch(testCfg, client.Options{Scheme: testScheme})
 	if err != nil {
@@ -164,7 +164,7 @@ func TestScaleOutAddsAMemberAfterTheWindowAndRecordsTheStep(t *testing.T) {
 	}
 
 	// The cooldown holds the next addition, and survives a restart of the operator's memory.
-	r.Capacity = NewCapacity()
+	r.Memory = &Memory{}
 	sustain(t, r, clock, f, 4)
 	if n := deploymentReplicas(t, admin, f); n != 4 {
 		t.Fatalf("inside scaleOutCooldownSeconds no member may be added: replicas %d", n)

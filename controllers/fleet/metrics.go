@@ -27,7 +27,7 @@ type metrics struct {
 	healing *prometheus.CounterVec
 	// statusWrites counts the status writes of all fleets by kind: "change" (something a
 	// reader acts on changed) or "counters" (only member counters and the wording of unchanged
-	// conditions); statusPaced counts the counters-only writes the pacer put off. Unlabelled
+	// conditions); statusPaced counts the counters-only writes the memory's pace put off. Unlabelled
 	// by fleet: they show where a fleet's requests go while it comes up (docs/performance.md).
 	statusWrites *prometheus.CounterVec
 	statusPaced  prometheus.Counter
@@ -172,7 +172,7 @@ func (m *metrics) statusWritten(counters bool) {
 	m.statusWrites.WithLabelValues(kind).Inc()
 }
 
-// paced counts a counters-only status write the pacer put off.
+// paced counts a counters-only status write the pace put off.
 func (m *metrics) paced() {
 	if m != nil {
 		m.statusPaced.Inc()

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/capacity"
 )
 
 func TestCountersOnly(t *testing.T) {
@@ -51,45 +53,93 @@ func TestCountersOnly(t *testing.T) {
 }
 
 func TestStatusPacer(t *testing.T) {
-	p := &statusPacer{}
+	m := NewMemory()
 	key := types.NamespacedName{Namespace: "ns", Name: "f"}
+	const uid = types.UID("u1")
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	if d := p.wait(key, t0); d != 0 {
+	if d := m.statusWait(key, uid, t0); d != 0 {
 		t.Fatalf("a fleet never written waits %v", d)
 	}
-	p.wrote(key, t0, "7", v1.CelldFleetStatus{})
-	if d := p.wait(key, t0.Add(300*time.Millisecond)); d != statusPace-300*time.Millisecond {
+	m.statusWritten(key, uid, t0, "7", v1.CelldFleetStatus{})
+	if d := m.statusWait(key, uid, t0.Add(300*time.Millisecond)); d != statusPace-300*time.Millisecond {
 		t.Fatalf("300 ms after a write: wait %v", d)
 	}
-	if d := p.wait(key, t0.Add(statusPace)); d != 0 {
+	if d := m.statusWait(key, uid, t0.Add(statusPace)); d != 0 {
 		t.Fatalf("a pace after a write: wait %v", d)
 	}
-	if d := p.wait(types.NamespacedName{Namespace: "ns", Name: "other"}, t0); d != 0 {
+	if d := m.statusWait(types.NamespacedName{Namespace: "ns", Name: "other"}, uid, t0); d != 0 {
 		t.Fatalf("another fleet waits %v", d)
 	}
-	p.forget(key)
-	if d := p.wait(key, t0); d != 0 {
+	if d := m.statusWait(key, "u2", t0); d != 0 {
+		t.Fatalf("a fleet re-created under the same name waits %v for its predecessor's write", d)
+	}
+	if d := (&Memory{}).statusWait(key, uid, t0); d != 0 {
+		t.Fatalf("a memory without a pace waits %v", d)
+	}
+	m.Forget(key)
+	if d := m.statusWait(key, uid, t0); d != 0 {
 		t.Fatalf("a forgotten fleet waits %v", d)
 	}
-	var none *statusPacer
-	none.wrote(key, t0, "7", v1.CelldFleetStatus{})
-	if none.inFlight(key, "7", v1.CelldFleetStatus{}) {
-		t.Fatal("a nil pacer remembers a write")
+	var none *Memory
+	none.statusWritten(key, uid, t0, "7", v1.CelldFleetStatus{})
+	if none.statusInFlight(key, uid, "7", v1.CelldFleetStatus{}) {
+		t.Fatal("a nil memory remembers a write")
 	}
-	none.forget(key)
-	if d := none.wait(key, t0); d != 0 {
-		t.Fatalf("a nil pacer waits %v", d)
+	none.Forget(key)
+	none.dropCapacity(key)
+	if d := none.statusWait(key, uid, t0); d != 0 {
+		t.Fatalf("a nil memory waits %v", d)
+	}
+}
+
+// TestMemoryKeepsOneEntryPerFleet: a fleet's capacity observation, trend and last status write
+// live in one entry of its UID; a policy removed drops the capacity part only, a new UID under
+// the same name starts afresh, and Forget drops everything.
+func TestMemoryKeepsOneEntryPerFleet(t *testing.T) {
+	m := &Memory{}
+	key := types.NamespacedName{Namespace: "ns", Name: "f"}
+	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	obs := &capacity.Observation{At: t0, Complete: true}
+	policy := v1.CapacityPolicy{Mode: v1.CapacityAutomatic, MinReplicas: 3, MaxReplicas: 5, ScaleOutStep: 1, SampleIntervalSeconds: 5, MaxAgeSeconds: 20, MinSamples: 2}
+	trend := capacity.Decide(capacity.Input{Policy: policy, Now: t0, Declared: 3, Applied: 3, Observation: obs}).Trend
+	if reflect.DeepEqual(trend, capacity.Trend{}) {
+		t.Fatal("the decision returned an empty trend: the test would not tell a kept trend from none")
+	}
+	m.Observed(key, "u1", obs) // no wake channel: the sink must not block
+	m.keepTrend(key, "u1", trend)
+	m.statusWritten(key, "u1", t0, "7", v1.CelldFleetStatus{ReadyReplicas: 3})
+	if o, tr := m.capacity(key, "u1"); o != obs || !reflect.DeepEqual(tr, trend) {
+		t.Fatalf("capacity = %v, %v; want what was kept", o, tr)
+	}
+	if o, tr := m.capacity(key, "u2"); o != nil || !reflect.DeepEqual(tr, capacity.Trend{}) {
+		t.Fatalf("another UID under the name reads %v, %v", o, tr)
+	}
+	m.dropCapacity(key)
+	if o, tr := m.capacity(key, "u1"); o != nil || !reflect.DeepEqual(tr, capacity.Trend{}) {
+		t.Fatalf("after the policy went: %v, %v", o, tr)
+	}
+	if !m.statusInFlight(key, "u1", "7", v1.CelldFleetStatus{ReadyReplicas: 3}) {
+		t.Fatal("dropping the capacity memory dropped the status write")
+	}
+	m.Observed(key, "u2", obs) // the fleet was re-created
+	if m.statusInFlight(key, "u2", "7", v1.CelldFleetStatus{ReadyReplicas: 3}) || m.statusInFlight(key, "u1", "7", v1.CelldFleetStatus{ReadyReplicas: 3}) {
+		t.Fatal("a re-created fleet kept its predecessor's status write")
+	}
+	m.Forget(key)
+	if o, _ := m.capacity(key, "u2"); o != nil || len(m.fleets) != 0 {
+		t.Fatalf("Forget left %d entries", len(m.fleets))
 	}
 }
 
 func TestStatusInFlight(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "f"}
+	const uid = types.UID("u1")
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	ready := v1.CelldFleetStatus{ReadyReplicas: 3, Conditions: []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Provisioned"}}}
 	joining := v1.CelldFleetStatus{JoiningReplicas: 1, Conditions: []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Provisioning"}}}
 	for _, tc := range []struct {
 		name   string
-		write  bool // the pacer saw a write of ready computed from resourceVersion 7
+		write  bool // the memory saw a write of ready computed from resourceVersion 7
 		liveRV string
 		want   v1.CelldFleetStatus
 		skip   bool
@@ -101,24 +151,24 @@ func TestStatusInFlight(t *testing.T) {
 		{name: "a read without a version", write: true, liveRV: "", want: ready},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &statusPacer{}
+			m := &Memory{}
 			if tc.write {
-				p.wrote(key, t0, "7", ready)
+				m.statusWritten(key, uid, t0, "7", ready)
 			}
-			if got := p.inFlight(key, tc.liveRV, tc.want); got != tc.skip {
-				t.Fatalf("inFlight = %v, want %v", got, tc.skip)
+			if got := m.statusInFlight(key, uid, tc.liveRV, tc.want); got != tc.skip {
+				t.Fatalf("statusInFlight = %v, want %v", got, tc.skip)
 			}
 		})
 	}
-	p := &statusPacer{}
+	m := &Memory{}
 	written := *ready.DeepCopy()
-	p.wrote(key, t0, "7", written)
+	m.statusWritten(key, uid, t0, "7", written)
 	written.Conditions[0].Reason = "Changed"
-	if !p.inFlight(key, "7", ready) {
-		t.Fatal("the pacer kept the caller's status, not a copy")
+	if !m.statusInFlight(key, uid, "7", ready) {
+		t.Fatal("the memory kept the caller's status, not a copy")
 	}
-	p.forget(key)
-	if p.inFlight(key, "7", ready) {
+	m.Forget(key)
+	if m.statusInFlight(key, uid, "7", ready) {
 		t.Fatal("a forgotten fleet's write is still in flight")
 	}
 }
@@ -130,7 +180,7 @@ func TestStatusInFlight(t *testing.T) {
 func TestStatusWritesAreCountedByKind(t *testing.T) {
 	var writes atomic.Int64
 	r, admin := newReconciler(t, testOptions(), &writes)
-	r.metrics, r.pacer = newMetrics(prometheus.NewRegistry()), &statusPacer{}
+	r.metrics, r.Memory = newMetrics(prometheus.NewRegistry()), NewMemory()
 	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	r.Now = func() time.Time { return now }
 	ns := setup(t, admin)

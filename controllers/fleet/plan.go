@@ -535,8 +535,8 @@ func (r *Reconciler) children(ctx context.Context, s *scope) (bool, error) {
 // member per step. A paused fleet makes no new decision; its status keeps the last one.
 func (r *Reconciler) capacity(_ context.Context, s *scope) (bool, error) {
 	f := s.fleet
-	if f.Spec.Capacity == nil || r.Capacity == nil {
-		r.Capacity.Forget(s.key)
+	if f.Spec.Capacity == nil || r.Memory == nil {
+		r.Memory.dropCapacity(s.key)
 		return false, nil
 	}
 	if paused(f) {
@@ -549,9 +549,9 @@ func (r *Reconciler) capacity(_ context.Context, s *scope) (bool, error) {
 			in.Victim = v1.MemberName(f.Name, in.Applied-1) // a scale-in removes the last ordinal
 		}
 	}
-	in.Observation, in.Trend = r.Capacity.load(s.key, f.UID)
+	in.Observation, in.Trend = r.Memory.capacity(s.key, f.UID)
 	d := capacity.Decide(in)
-	r.Capacity.keep(s.key, f.UID, d.Trend)
+	r.Memory.keepTrend(s.key, f.UID, d.Trend)
 	s.capacity = &d
 	if d.RequeueAfter > 0 {
 		s.again(d.RequeueAfter)

@@ -51,12 +51,11 @@ type Reconciler struct {
 	// Drift remembers which live workload contents were verified as the rendering; nil
 	// remembers nothing, so every pass asks the API server.
 	Drift *drift.Detector
-	// Capacity holds the capacity policy's latest observations and trends; nil decides
-	// nothing, and spec.replicas is applied as declared.
-	Capacity *Capacity
-	// pacer spaces status writes that only move counters (statusPace); nil writes every
+	// Memory is what the reconciler keeps of each fleet between passes: the capacity policy's
+	// latest observations and trends, and the last status write, which paces the next; nil
+	// decides no capacity step (spec.replicas is applied as declared) and writes every status
 	// change at once.
-	pacer *statusPacer
+	Memory *Memory
 	// created holds the answers to workload creations the cache has not delivered yet; nil
 	// reads such a workload from the API server.
 	created *drift.Answers

@@ -33,7 +33,7 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 		return err
 	}
 	want := r.project(s, live)
-	if r.pacer.inFlight(s.key, live.ResourceVersion, *want) {
+	if r.Memory.statusInFlight(s.key, live.UID, live.ResourceVersion, *want) {
 		// The cache has not delivered the last pass's write yet, and this pass would write,
 		// count and tell the same again: that write already carries this very status.
 		return nil
@@ -46,7 +46,7 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 	}
 	counters := countersOnly(live.Status, *want)
 	if counters {
-		if wait := r.pacer.wait(s.key, r.now()); wait > 0 {
+		if wait := r.Memory.statusWait(s.key, live.UID, r.now()); wait > 0 {
 			s.again(wait) // the next pass writes what this one would have
 			r.metrics.paced()
 			return nil
@@ -56,7 +56,7 @@ func (r *Reconciler) report(ctx context.Context, s *scope) error {
 		return client.IgnoreNotFound(err) // a released fleet may be gone
 	}
 	r.metrics.statusWritten(counters)
-	r.pacer.wrote(s.key, r.now(), live.ResourceVersion, *want)
+	r.Memory.statusWritten(s.key, live.UID, r.now(), live.ResourceVersion, *want)
 	return nil
 }
 

@@ -72,9 +72,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		b = b.WatchesRawSource(source.Channel(r.Caches.Events(), handler.EnqueueRequestsFromMapFunc(r.fleetsOf)))
 	}
-	if r.Capacity != nil {
+	if r.Memory != nil && r.Memory.wake != nil {
 		// each capacity collection wakes its fleet, so a decision follows every sample
-		b = b.WatchesRawSource(source.Channel(r.Capacity.wake, &handler.EnqueueRequestForObject{}))
+		b = b.WatchesRawSource(source.Channel(r.Memory.wake, &handler.EnqueueRequestForObject{}))
 	}
 	return b.Complete(r)
 }
@@ -222,8 +222,7 @@ func New(mgr ctrl.Manager, o Options, watches []watches.Watch) (*Reconciler, err
 		Applier:  &children.Applier{Direct: direct},
 		Drift:    &drift.Detector{},
 		APIs:     apis,
-		Capacity: NewCapacity(),
-		pacer:    &statusPacer{},
+		Memory:   NewMemory(),
 		created:  &drift.Answers{},
 		metrics:  defaultMetrics(),
 	}, nil

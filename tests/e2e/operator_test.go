@@ -115,7 +115,7 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	observer.Capacity, observer.Metrics = r.Capacity.Observed, application.MetricsAPI{Client: mc}
+	observer.Capacity, observer.Metrics = r.Memory.Observed, application.MetricsAPI{Client: mc}
 	if err := application.Add(mgr, observer, r.Caches); err != nil {
 		return err
 	}
