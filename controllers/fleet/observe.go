@@ -34,10 +34,18 @@ import (
 // a workload somebody else created at the fleet's name answers it AlreadyExists and is then
 // read and refused (statefulSet, deployment). Only a fleet being deleted asks the API server
 // first, since its deletion must not take a workload the cache has not delivered for gone. It
-// also reads what the guards check (observeGuards).
+// also reads the fleet's reservation (and a preview fleet's pool) from the manager's cache, and
+// what the guards check (observeGuards).
 func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
-	s.reservationName = reservation.Name(f.Spec.Storage.Bucket, f.Spec.Storage.Prefix)
+	st := &f.Spec.Storage
+	s.reservationName = reservation.Name(st.Bucket, st.Prefix)
+	// The reservations come from the manager's cache, which costs no request: a new fleet's
+	// is not there, and is created, never read while absent.
+	s.reserved = r.cachedReservation(ctx, s.reservationName)
+	if st.Prefix != "" || st.PreviewFleetRef != nil {
+		s.pool = r.cachedReservation(ctx, reservation.Name(st.Bucket, ""))
+	}
 	s.read, s.kube = r.Direct, r.Direct
 	if r.Caches != nil {
 		read, err := r.Caches.Reader(ctx, f.Namespace)
@@ -439,15 +447,6 @@ func (r *Reconciler) cachedReservation(ctx context.Context, name string) *v1.Cel
 		return nil
 	}
 	return res
-}
-
-// readReservation is the reservation at name from the cache, or from the API server when the
-// cache has not seen it; nil when it does not exist.
-func (r *Reconciler) readReservation(ctx context.Context, name string) (*v1.CelldStorageReservation, error) {
-	if res := r.cachedReservation(ctx, name); res != nil {
-		return res, nil
-	}
-	return r.directReservation(ctx, name)
 }
 
 // directReservation is the reservation at name as the API server has it; nil when it does not

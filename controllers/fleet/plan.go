@@ -51,6 +51,11 @@ type scope struct {
 	claims      []corev1.PersistentVolumeClaim
 	namedClaims []corev1.PersistentVolumeClaim
 
+	// reserved is the fleet's reservation as the manager's cache holds it, and pool, for a
+	// preview fleet, its parent's whole-bucket reservation; nil when the cache has none (the
+	// reservation phase then creates, and the pool is asked of the API server).
+	reserved, pool *v1.CelldStorageReservation
+
 	// guard is what the guards check, read by observe; guardErr a read of it that failed.
 	guard    lifecycle.GuardInput
 	guardErr error
@@ -349,7 +354,7 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 		}
 	}
 	want := reservation.Desired(f)
-	res, conflict := r.cachedReservation(ctx, want.Name), (*v1.CelldStorageReservation)(nil)
+	res, conflict := s.reserved, (*v1.CelldStorageReservation)(nil)
 	var err error
 	if res == nil {
 		if res, conflict, err = reservation.Claim(ctx, r.Direct, want); err != nil {
@@ -376,7 +381,10 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 func (r *Reconciler) inPool(ctx context.Context, s *scope) (bool, error) {
 	f := s.fleet
 	st := &f.Spec.Storage
-	pool, err := r.readReservation(ctx, reservation.Name(st.Bucket, ""))
+	pool, err := s.pool, error(nil)
+	if pool == nil {
+		pool, err = r.directReservation(ctx, reservation.Name(st.Bucket, ""))
+	}
 	if err != nil {
 		return false, fmt.Errorf("read the preview pool of CelldFleet %s/%s: %w", f.Namespace, f.Name, err)
 	}
@@ -438,9 +446,13 @@ func (r *Reconciler) cancelSeed(ctx context.Context, s *scope) (bool, error) {
 		return false, nil
 	}
 	name := reservation.Name(st.Bucket, st.Prefix)
-	// A cached copy is enough for the first decision: every write below carries its
-	// resourceVersion, so a stale one conflicts and is decided again from the API server.
-	res, err := r.readReservation(ctx, name)
+	// The cached copy observe read is enough for the first decision: every write below
+	// carries its resourceVersion, so a stale one conflicts and is decided again from the API
+	// server, which is also asked when the cache has none.
+	res, err := s.reserved, error(nil)
+	if res == nil {
+		res, err = r.directReservation(ctx, name)
+	}
 	for attempt := 1; ; attempt++ {
 		if err != nil {
 			return true, fmt.Errorf("cancel the seed of %s: %w", s.key, err)

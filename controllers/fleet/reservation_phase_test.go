@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/reservation"
@@ -351,5 +352,52 @@ func TestAnEarlierReleasesReservationIsBroughtToThisReleaseInOneUpdate(t *testin
 	reconcileOnce(t, r, f)
 	if w := rec.take(); len(w) != 0 {
 		t.Errorf("a reservation brought to this release is not written again, got %+v", w)
+	}
+}
+
+// TestObserveReadsTheReservationAndTheReservationPhaseReadsNothing: the fleet's reservation is
+// part of the pass's snapshot: observe reads it from the cache, and the reservation phase
+// decides (verify, records, seed gate, history) without another read of its own.
+func TestObserveReadsTheReservationAndTheReservationPhaseReadsNothing(t *testing.T) {
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	ns := setup(t, admin)
+	f := createFleet(t, admin, ns, "snapshot", ns+"-snapshot", nil)
+	reconcileOnce(t, r, f)
+	reconcileOnce(t, r, f)
+
+	var reads atomic.Int64
+	count := interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*v1.CelldStorageReservation); ok {
+			reads.Add(1)
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}
+	ww, err := client.NewWithWatch(testCfg, client.Options{Scheme: testScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Client, r.Direct = interceptor.NewClient(ww, count), interceptor.NewClient(ww, count)
+
+	live := liveFleet(t, admin, f)
+	s := newScope(live, r.now())
+	ctx := context.Background()
+	if stop, err := r.observe(ctx, s); stop || err != nil {
+		t.Fatalf("observe: stop %v, %v", stop, err)
+	}
+	if s.reserved == nil || s.reserved.Spec.FleetUID != string(live.UID) {
+		t.Fatalf("observe's snapshot holds reservation %v, want the fleet's", s.reserved)
+	}
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("observe read the reservation %d times, want once", n)
+	}
+	if stop, err := r.reservation(ctx, s); stop || err != nil {
+		t.Fatalf("reservation phase: stop %v, %v", stop, err)
+	}
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("the reservation phase read the reservation again (%d reads in all)", n)
+	}
+	if s.find.Blocked() {
+		t.Fatalf("the fleet's own reservation blocked it: %+v", s.find)
 	}
 }
