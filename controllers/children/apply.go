@@ -70,33 +70,38 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	var res Result
 	route, policy, core := splitRouting(f, objs)
 
-	// Every core child is looked up in the cache first, and a foreign one there is refused
-	// before the first write. One the cache does not hold is created: the API server arbitrates
-	// the name, and a foreign object there answers AlreadyExists and is then read and refused
-	// (the children created beside it are the fleet's own and stay). The core children do not
-	// depend on each other, so they are written concurrently: a fleet's first pass waits for one
-	// round trip instead of one per child.
+	// The reads come first: every core child is looked up in the cache, and the fleet's
+	// children of the prunable kinds are listed. PlanChildren, a pure function of those reads,
+	// decides each child's step, and refuses a foreign object at a rendered name before the
+	// first write. One the cache does not hold is created: the API server arbitrates the name,
+	// and a foreign object there answers AlreadyExists and is then read and refused (the
+	// children created beside it are the fleet's own and stay). The creates and converges do
+	// not depend on each other, so they run concurrently: a fleet's first pass waits for one
+	// round trip instead of one per child. The prunes follow the routing order.
 	lives := make([]*unstructured.Unstructured, len(core))
-	if err := eachChild(ctx, core, func(ctx context.Context, i int, o *unstructured.Unstructured) (err error) {
+	if err := concurrently(ctx, core, func(ctx context.Context, i int, o *unstructured.Unstructured) (err error) {
 		lives[i], err = a.desiredLive(ctx, c, f, o.GroupVersionKind(), o.GetName())
 		return err
 	}); err != nil {
 		return res, err
 	}
-	for i, o := range core {
-		if live := lives[i]; live != nil {
-			if why := Foreign(live, f); why != "" {
-				return res, refuseCore(f, o, live, why, &res)
-			}
-		}
+	owned, err := listPrunable(ctx, c, f)
+	if err != nil {
+		return res, err
 	}
-	each := make([]Result, len(core))
-	err := eachChild(ctx, core, func(ctx context.Context, i int, o *unstructured.Unstructured) error {
-		return a.apply(ctx, c, f, o, lives[i], &each[i])
+	plan := PlanChildren(f, core, lives, owned)
+	if r := plan.Refused; r != nil {
+		return res, refuseCore(f, r.Want, r.Live, r.Why, &res)
+	}
+	writes := plan.writes()
+	each := make([]Result, len(writes))
+	err = concurrently(ctx, writes, func(ctx context.Context, i int, s Step) error {
+		return a.apply(ctx, c, f, s.Want, s.Live, &each[i])
 	})
 	for _, r := range each { // in rendering order, whatever order the writes finished in
 		res.Applied = append(res.Applied, r.Applied...)
 		res.Unchanged += r.Unchanged
+		res.Requeue = res.Requeue || r.Requeue
 	}
 	if foreign := (*foreignError)(nil); errors.As(err, &foreign) {
 		return res, refuseCore(f, foreign.want, foreign.live, foreign.why, &res)
@@ -107,8 +112,10 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	if err := a.routing(ctx, c, f, route, policy, &res); err != nil {
 		return res, err
 	}
-	if err := a.prune(ctx, c, f, core, &res); err != nil {
-		return res, err
+	for _, s := range plan.prunes() {
+		if err := deleteExact(ctx, c, f, s.Live, &res); err != nil {
+			return res, err
+		}
 	}
 	if f.Spec.Mesh != nil && f.Spec.Mesh.Istio != nil && !slices.ContainsFunc(objs, isKind(gvkAuthorizationPolicy)) {
 		return res, &BlockedError{
@@ -119,14 +126,14 @@ func (a *Applier) Apply(ctx context.Context, c client.Client, f *v1.CelldFleet, 
 	return res, nil
 }
 
-// eachChild calls do for every object concurrently and returns the first error (in objs'
+// concurrently calls do for every item concurrently and returns the first error (in items'
 // order) once all calls have returned. Each call gets its own index, so do may write to
 // per-index slots without locks.
-func eachChild(ctx context.Context, objs []*unstructured.Unstructured, do func(ctx context.Context, i int, o *unstructured.Unstructured) error) error {
-	errs := make([]error, len(objs))
+func concurrently[T any](ctx context.Context, items []T, do func(ctx context.Context, i int, item T) error) error {
+	errs := make([]error, len(items))
 	var wg sync.WaitGroup
-	for i, o := range objs {
-		wg.Go(func() { errs[i] = do(ctx, i, o) })
+	for i, item := range items {
+		wg.Go(func() { errs[i] = do(ctx, i, item) })
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -300,31 +307,18 @@ func logMutation(ctx context.Context, f *v1.CelldFleet, action, object, why stri
 	log.FromContext(ctx).Info("mutation", append([]any{"action", action, "fleet", owner(f).String(), "object", object, "why", why}, kv...)...)
 }
 
-// prune deletes owned children of chart kinds that the chart no longer renders.
-func (a *Applier) prune(ctx context.Context, c client.Client, f *v1.CelldFleet, core []*unstructured.Unstructured, res *Result) error {
-	type key struct {
-		gvk  schema.GroupVersionKind
-		name string
-	}
-	desired := map[key]bool{{gvkNetworkPolicy, routingName(f)}: true} // the routing order owns it
-	for _, o := range core {
-		desired[key{o.GroupVersionKind(), o.GetName()}] = true
-	}
+// listPrunable lists the fleet's children of every prunable kind (listOwned), the owned
+// children PlanChildren may prune.
+func listPrunable(ctx context.Context, c client.Reader, f *v1.CelldFleet) ([]*unstructured.Unstructured, error) {
+	var owned []*unstructured.Unstructured
 	for _, gvk := range pruneKinds {
 		items, err := listOwned(ctx, c, f, gvk)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for _, item := range items {
-			if desired[key{gvk, item.GetName()}] || item.GetDeletionTimestamp() != nil {
-				continue
-			}
-			if err := deleteExact(ctx, c, f, item, res); err != nil {
-				return err
-			}
-		}
+		owned = append(owned, items...)
 	}
-	return nil
+	return owned, nil
 }
 
 // listOwned lists the fleet's children of one prunable kind by its UID label, leaving out any

@@ -25,7 +25,7 @@ var (
 	gvkAuthorizationPolicy = schema.GroupVersionKind{Group: "security.istio.io", Version: "v1", Kind: "AuthorizationPolicy"}
 	gvkPeerAuthentication  = schema.GroupVersionKind{Group: "security.istio.io", Version: "v1", Kind: "PeerAuthentication"}
 
-	// pruneKinds are pruned by label after applying; routes and the routing policy follow the
+	// pruneKinds are listed by label and pruned after applying (PlanChildren); routes and the routing policy follow the
 	// routing order instead (routingStep).
 	pruneKinds = []schema.GroupVersionKind{gvkService, gvkNetworkPolicy, gvkPDB, gvkAuthorizationPolicy, gvkPeerAuthentication}
 	routeKinds = []schema.GroupVersionKind{gvkHTTPRoute, gvkIngress}

@@ -283,3 +283,47 @@ func TestARestoreThatMeetsAnotherWriterEndsThePass(t *testing.T) {
 			pdb.Spec.MaxUnavailable, pdb.Status.CurrentHealthy)
 	}
 }
+
+// TestACreateThatFindsItsNameTakenAndThenFreedAsksForTheNextPass: the create of a child meets
+// AlreadyExists, and what held the name is gone by the read that follows. The child is not
+// reported applied, and Apply asks for the next pass within a second instead of waiting for
+// an event that may not come.
+func TestACreateThatFindsItsNameTakenAndThenFreedAsksForTheNextPass(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := fleetIn(t, "bucket", ns)
+	inner, err := client.NewWithWatch(env.Config(), client.Options{Scheme: c.Scheme(), Mapper: c.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taken atomic.Int32
+	racing := interceptor.NewClient(inner, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if obj.GetObjectKind().GroupVersionKind().Kind == "PodDisruptionBudget" && taken.Add(1) == 1 {
+				// somebody held the name at the create and deleted it before the read
+				return apierrors.NewAlreadyExists(policyv1.Resource("poddisruptionbudgets"), obj.GetName())
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	objs, err := testRenderer.Render(f, testFacts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := (&Applier{}).Apply(context.Background(), racing, f, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if taken.Load() != 1 {
+		t.Fatalf("the PDB was created %d times, want the one refused create", taken.Load())
+	}
+	if slices.Contains(res.Applied, "PodDisruptionBudget/"+f.Name) {
+		t.Fatalf("the PDB whose create found the name taken is reported applied: %v", res.Applied)
+	}
+	if !res.Requeue {
+		t.Fatal("Apply did not ask for the next pass after a create found its name taken and then freed")
+	}
+	if res, err = (&Applier{}).Apply(context.Background(), racing, f, objs); err != nil || !slices.Contains(res.Applied, "PodDisruptionBudget/"+f.Name) {
+		t.Fatalf("the next pass did not create the PDB: applied %v, %v", res.Applied, err)
+	}
+}
