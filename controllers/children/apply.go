@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/drift"
+	"github.com/celld/celld-operator/controllers/mutation"
 )
 
 // Applier creates and restores rendered children under FieldOwner, refuses objects the
@@ -302,9 +303,9 @@ func (a *Applier) Forget(fleet types.NamespacedName) {
 	a.created.Forget(fleet)
 }
 
-// logMutation writes the one structured line every change the operator makes carries.
+// logMutation writes the mutation line of a write to one of f's children.
 func logMutation(ctx context.Context, f *v1.CelldFleet, action, object, why string, kv ...any) {
-	log.FromContext(ctx).Info("mutation", append([]any{"action", action, "fleet", owner(f).String(), "object", object, "why", why}, kv...)...)
+	mutation.Log(ctx, action, owner(f).String(), object, why, kv...)
 }
 
 // listPrunable lists the fleet's children of every prunable kind (listOwned), the owned

@@ -21,6 +21,7 @@ import (
 	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/children"
 	"github.com/celld/celld-operator/controllers/lifecycle"
+	"github.com/celld/celld-operator/controllers/mutation"
 	"github.com/celld/celld-operator/controllers/reservation"
 )
 
@@ -77,7 +78,7 @@ func (r *Reconciler) do(ctx context.Context, s *scope, w write, send func(contex
 	if !changed {
 		return nil
 	}
-	log.FromContext(ctx).Info("mutation", append([]any{"action", w.verb, "fleet", s.key.String(), "object", w.object, "why", w.why}, w.kv...)...)
+	mutation.Log(ctx, w.verb, s.key.String(), w.object, w.why, w.kv...)
 	s.done = append(s.done, w)
 	if w.event != nil {
 		s.events = append(s.events, *w.event)

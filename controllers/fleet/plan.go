@@ -357,7 +357,12 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 	res, conflict := s.reserved, (*v1.CelldStorageReservation)(nil)
 	var err error
 	if res == nil {
-		if res, conflict, err = reservation.Claim(ctx, r.Direct, want); err != nil {
+		w := write{verb: "reserve", object: "CelldStorageReservation/" + want.Name,
+			why: "the fleet's storage scope is reserved to it before anything of it is created"}
+		if err = r.do(ctx, s, w, func(ctx context.Context) (created bool, err error) {
+			res, conflict, created, err = reservation.Claim(ctx, r.Direct, want)
+			return created, err
+		}); err != nil {
 			return true, err
 		}
 	}

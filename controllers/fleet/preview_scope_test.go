@@ -140,7 +140,7 @@ func TestAReservedPreviewBucketIsNeverADedicatedFleets(t *testing.T) {
 	pool := reservation.DesiredPool(parent)
 	pool.Name, pool.Spec.Bucket = reservation.Name(ns+"-parent", ""), ns+"-parent"
 	reconcileOnce(t, r, parent)
-	got, clash, err := reservation.Claim(context.Background(), admin, pool)
+	got, clash, _, err := reservation.Claim(context.Background(), admin, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestABucketWithAPrefixScopeCannotBeClaimedWhole(t *testing.T) {
 	absent(t, admin, reservation.Name(ns+"-legacy", ""), "a whole bucket over a prefix scope")
 
 	parent := previewParent(t, admin, ns, "parent", ns+"-parent", ns+"-legacy")
-	_, clash, err := reservation.Claim(context.Background(), admin, reservation.DesiredPool(parent))
+	_, clash, _, err := reservation.Claim(context.Background(), admin, reservation.DesiredPool(parent))
 	if err != nil || clash == nil || clash.Name != legacy.Name {
 		t.Fatalf("a pool over a prefix scope must be refused naming it, got %v %v", clash, err)
 	}

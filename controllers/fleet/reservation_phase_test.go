@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -399,5 +400,45 @@ func TestObserveReadsTheReservationAndTheReservationPhaseReadsNothing(t *testing
 	}
 	if s.find.Blocked() {
 		t.Fatalf("the fleet's own reservation blocked it: %+v", s.find)
+	}
+}
+
+// TestTheReservationsCreationIsLoggedOnce: creating the fleet's reservation is a change the
+// operator makes, logged with one mutation line (action reserve) by the pass that created it;
+// a pass that finds it, or loses its creation to another fleet, logs none.
+func TestTheReservationsCreationIsLoggedOnce(t *testing.T) {
+	var writes atomic.Int64
+	r, admin := newReconciler(t, testOptions(), &writes)
+	ns := setup(t, admin)
+	f := createFleet(t, admin, ns, "logged", ns+"-logged", nil)
+	other := createFleet(t, admin, ns, "rival", ns+"-logged", nil) // the same bucket: it loses
+	reserves := func(f *v1.CelldFleet) int {
+		t.Helper()
+		ctx, lines := loggedContext()
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f)}); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range *lines {
+			if strings.Contains(l, `"msg"="mutation"`) && strings.Contains(l, `"action"="reserve"`) {
+				if want := `"object"="CelldStorageReservation/` + reservation.Name(f.Spec.Storage.Bucket, "") + `"`; !strings.Contains(l, want) {
+					t.Errorf("the reserve line %s lacks %s", l, want)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	if n := reserves(f); n != 1 {
+		t.Fatalf("the pass that created the reservation logged %d reserve lines, want 1", n)
+	}
+	if n := reserves(f); n != 0 {
+		t.Fatalf("a pass that found the reservation logged %d reserve lines", n)
+	}
+	if n := reserves(other); n != 0 {
+		t.Fatalf("the fleet that found the bucket reserved to another logged %d reserve lines", n)
+	}
+	if c := blocked(t, admin, other); c == nil || c.Reason != v1.ReasonStorageScopeConflict {
+		t.Fatalf("the rival fleet is not blocked by the reservation: %+v", c)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
+	"github.com/celld/celld-operator/controllers/mutation"
 	"github.com/celld/celld-operator/controllers/reservation"
 )
 
@@ -71,9 +72,10 @@ func (r *Reconciler) run(ctx context.Context, s *snapshot, pl plan, a action) (o
 			return outcome{}, err
 		}
 	case claimPool:
-		if v, wait := r.claimPool(ctx, pl.parent); v != nil {
+		if v, wait := r.claimPool(ctx, s, a, pl.parent); v != nil {
 			return outcome{refused: v, wait: wait}, nil
 		}
+		return outcome{}, nil // logged by claimPool when it created the pool
 	case tryFleet:
 		err := r.Direct.Create(ctx, a.fleet.DeepCopy(), client.DryRunAll)
 		if apierrors.IsAlreadyExists(err) {
@@ -88,8 +90,9 @@ func (r *Reconciler) run(ctx context.Context, s *snapshot, pl plan, a action) (o
 			return outcome{}, err
 		}
 	case restoreFleet:
-		if err := r.restore(ctx, s, a.fleet, pl.parent); err != nil {
-			return outcome{}, err
+		written, err := r.restore(ctx, s, a.fleet, pl.parent)
+		if err != nil || !written {
+			return outcome{}, err // nothing written: the next pass decides on what it finds
 		}
 	default:
 		return outcome{}, fmt.Errorf("unknown action %q", a.kind)
@@ -98,18 +101,42 @@ func (r *Reconciler) run(ctx context.Context, s *snapshot, pl plan, a action) (o
 	return outcome{}, nil
 }
 
-// logAction logs an action the executor made: the preview, the action, its fleet and why.
+// logAction writes the mutation line of a write the executor made (mutation.Log): its
+// action and object, the generated fleet it concerns, why, and the preview.
 func logAction(ctx context.Context, s *snapshot, a action, kv ...any) {
-	kv = append([]any{"preview", s.p.Name, "action", string(a.kind), "fleet", s.fleet, "why", a.why}, kv...)
-	logf.FromContext(ctx).Info("preview action", kv...)
+	verb, object := a.kind.mutation(s)
+	mutation.Log(ctx, verb, s.p.Namespace+"/"+s.fleet, object, a.why, append([]any{"preview", s.p.Name}, kv...)...)
+}
+
+// mutation is the mutation line's action and object of a write of this kind.
+func (k actionKind) mutation(s *snapshot) (verb, object string) {
+	preview, fleet := "CelldPreview/"+s.p.Name, "CelldFleet/"+s.fleet
+	switch k {
+	case addFinalizer:
+		return "add finalizer", preview + " " + v1.FinalizerPreviewProtection
+	case release:
+		return "remove finalizer", preview + " " + v1.FinalizerPreviewProtection
+	case recordIntent:
+		return "annotate", preview + " " + v1.AnnotationPreviewFleet + "=" + s.fleet
+	case deleteFleet:
+		return "delete", fleet
+	case createFleet:
+		return "create", fleet
+	case restoreFleet:
+		return "restore", fleet
+	}
+	return string(k), fleet
 }
 
 // claimPool gets or creates the parent's preview pool, the whole preview bucket reserved to
 // the parent UID, and verifies it; the first preview of a parent creates it and Create
 // arbitrates. It returns the refusal when the pool is not the parent's, nil when it is.
-func (r *Reconciler) claimPool(ctx context.Context, parent *v1.CelldFleet) (*verdict, time.Duration) {
+func (r *Reconciler) claimPool(ctx context.Context, s *snapshot, a action, parent *v1.CelldFleet) (*verdict, time.Duration) {
 	want := reservation.DesiredPool(parent)
-	res, clash, err := reservation.Claim(ctx, r.Direct, want)
+	res, clash, created, err := reservation.Claim(ctx, r.Direct, want)
+	if created {
+		mutation.Log(ctx, "reserve", s.p.Namespace+"/"+s.fleet, "CelldStorageReservation/"+want.Name, a.why, "preview", s.p.Name)
+	}
 	why, wait := "", time.Duration(0)
 	switch {
 	case err != nil:
@@ -141,8 +168,8 @@ const restoreAttempts = 5
 // this preview's fleet of this parent, not being deleted and still not the generated spec, the
 // spec is written again on that read. A fresh read that needs no restore ends it (the next
 // pass decides on what it finds); past restoreAttempts, the conflict (the next pass decides
-// again).
-func (r *Reconciler) restore(ctx context.Context, s *snapshot, want, parent *v1.CelldFleet) error {
+// again). written says a restore was accepted.
+func (r *Reconciler) restore(ctx context.Context, s *snapshot, want, parent *v1.CelldFleet) (written bool, err error) {
 	child := s.child
 	uid := child.UID
 	live := child
@@ -152,22 +179,22 @@ func (r *Reconciler) restore(ctx context.Context, s *snapshot, want, parent *v1.
 		err := r.Direct.Update(ctx, restored)
 		switch {
 		case err == nil:
-			return nil
+			return true, nil
 		case !apierrors.IsConflict(err) || attempt >= restoreAttempts:
-			return err
+			return false, err
 		}
 		live = &v1.CelldFleet{}
 		if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(child), live); apierrors.IsNotFound(err) {
-			return nil // gone: the next pass finds it missing
+			return false, nil // gone: the next pass finds it missing
 		} else if err != nil {
-			return fmt.Errorf("re-read CelldFleet %s/%s after its restore met a conflict: %w", child.Namespace, child.Name, err)
+			return false, fmt.Errorf("re-read CelldFleet %s/%s after its restore met a conflict: %w", child.Namespace, child.Name, err)
 		}
 		if live.UID != uid || !ours(live, s.p) || live.DeletionTimestamp != nil || live.Spec.Storage.PreviewFleetRef == nil ||
 			live.Spec.Storage.PreviewFleetRef.UID != string(parent.UID) || sameSpec(live, want) {
-			return nil // the next pass decides on what it finds
+			return false, nil // the next pass decides on what it finds
 		}
-		logAction(ctx, s, action{kind: restoreFleet, why: "the fleet changed since it was read and its spec still differs from the generated one: restoring it on the fresh read"},
-			"resourceVersion", live.ResourceVersion)
+		logf.FromContext(ctx).Info("the generated fleet changed since it was read and its spec still differs from the generated one; restoring it on the fresh read",
+			"preview", s.p.Name, "fleet", s.p.Namespace+"/"+s.fleet, "resourceVersion", live.ResourceVersion)
 	}
 }
 

@@ -24,31 +24,31 @@ const listPage = 500
 // manager's cache does not hold, so the list is read about once in the life of a scope.
 // Exactly one of the results is set when err is nil: the reservation at want's name (which
 // the caller must still verify: it may be someone else's), or the conflicting reservation,
-// for which nothing was created.
-func Claim(ctx context.Context, c client.Client, want *v1.CelldStorageReservation) (got, conflict *v1.CelldStorageReservation, err error) {
+// for which nothing was created. created says this call created got.
+func Claim(ctx context.Context, c client.Client, want *v1.CelldStorageReservation) (got, conflict *v1.CelldStorageReservation, created bool, err error) {
 	others, held, err := listBucket(ctx, c, want.Spec.Bucket, want.Name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if held != nil {
-		return held, nil, nil
+		return held, nil, false, nil
 	}
 	if o := Conflict(want, others); o != nil {
-		return nil, o, nil
+		return nil, o, false, nil
 	}
-	created := want.DeepCopy()
-	err = c.Create(ctx, created)
+	res := want.DeepCopy()
+	err = c.Create(ctx, res)
 	switch {
 	case err == nil:
-		return created, nil, nil
+		return res, nil, true, nil
 	case apierrors.IsAlreadyExists(err):
 		res := &v1.CelldStorageReservation{} // re-read into an empty object: someone else won
 		if err := c.Get(ctx, types.NamespacedName{Name: want.Name}, res); err != nil {
-			return nil, nil, fmt.Errorf("read CelldStorageReservation %s after losing its creation: %w", want.Name, err)
+			return nil, nil, false, fmt.Errorf("read CelldStorageReservation %s after losing its creation: %w", want.Name, err)
 		}
-		return res, nil, nil
+		return res, nil, false, nil
 	}
-	return nil, nil, fmt.Errorf("create CelldStorageReservation %s: %w", want.Name, err)
+	return nil, nil, false, fmt.Errorf("create CelldStorageReservation %s: %w", want.Name, err)
 }
 
 // listBucket reads every reservation in pages from c and returns those of bucket, and the one
