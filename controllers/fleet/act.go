@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -344,15 +343,6 @@ func (r *Reconciler) converge(ctx context.Context, s *scope, live, want client.O
 	}
 	r.Drift.Written(s.key, want, obj)
 	return nil
-}
-
-func setReplicas(o client.Object, n int32) {
-	switch o := o.(type) {
-	case *appsv1.StatefulSet:
-		o.Spec.Replicas = new(n)
-	case *appsv1.Deployment:
-		o.Spec.Replicas = new(n)
-	}
 }
 
 // recordStep records a replica change the workload phase wrote, from and to applied counts, in

@@ -14,7 +14,10 @@
 //     controllers/lifecycle, controllers/reservation and controllers/capacity;
 //   - act.go: the executor (do), through which every API write of a pass goes, and the writes;
 //   - handoff.go: the replacement handoff (hold, commit, the verified claim delete, release);
+//   - layout.go: the one workload abstraction, what differs between a StatefulSet and a
+//     Deployment (rendering, the update's immutable fields, facts, replicas, template);
 //   - report.go: status projection, events and the status write;
-//   - memory.go: what is kept of a fleet between passes, and the one forget over all of it;
+//   - memory.go: what is kept of a fleet between passes (Memory, one entry per fleet UID), and
+//     the one forget over it and the shared packages' memories;
 //   - metrics.go, setup.go: metrics; construction, options and watches.
 package fleet

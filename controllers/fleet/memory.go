@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -171,28 +170,13 @@ func (r *Reconciler) rememberCreated(key types.NamespacedName, desired, stored c
 	if stored.GetUID() == "" {
 		return nil
 	}
-	switch d := desired.(type) {
-	case *appsv1.StatefulSet:
-		sts, ok := stored.(*appsv1.StatefulSet)
-		if !ok {
-			return nil
-		}
-		// The answer is decoded from JSON, in which the API server gives every claim template
-		// an apiVersion and kind; the cache's reads carry none, and the two would differ.
-		for i := range sts.Spec.VolumeClaimTemplates {
-			sts.Spec.VolumeClaimTemplates[i].TypeMeta = metav1.TypeMeta{}
-		}
-		r.Drift.Written(key, statefulSetUpdate(sts, d), sts)
-	case *appsv1.Deployment:
-		deploy, ok := stored.(*appsv1.Deployment)
-		if !ok {
-			return nil
-		}
-		r.Drift.Written(key, deploymentUpdate(deploy, d), deploy)
-	default:
+	l := layoutOfObject(desired)
+	if l == nil || layoutOfObject(stored) != l {
 		return nil
 	}
-	r.created.Remember(key, kindOf(stored), stored, r.now())
+	stored = l.stored(stored)
+	r.Drift.Written(key, l.update(stored, desired), stored)
+	r.created.Remember(key, l.kind(), stored, r.now())
 	return stored
 }
 

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,11 +19,9 @@ import (
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/children"
-	"github.com/celld/celld-operator/controllers/drift"
 	"github.com/celld/celld-operator/controllers/lifecycle"
 	"github.com/celld/celld-operator/controllers/nscache"
 	"github.com/celld/celld-operator/controllers/reservation"
-	"github.com/celld/celld-operator/controllers/workload"
 )
 
 // observe reads the workload, the fleet's Pods and its claims once for the whole pass, from
@@ -58,8 +55,8 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 		return true, err
 	}
 	switch {
-	case s.sts != nil || s.deploy != nil:
-		r.created.Seen(layoutKind(s), s.key.Namespace, s.key.Name) // the cache has caught up with a creation
+	case s.own != nil || s.other != nil:
+		r.created.Seen(layoutOf(f).kind(), s.key.Namespace, s.key.Name) // the cache has caught up with a creation
 	case r.Caches != nil:
 		if err := r.uncachedWorkload(ctx, s); err != nil {
 			return true, err
@@ -67,16 +64,9 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (bool, error) {
 	}
 	// A workload of the other layout's kind at the fleet's name is never converted or adopted:
 	// the layout is fixed at creation, and a foreign object is left alone.
-	var other client.Object
-	switch {
-	case s.fleet.RunsAsStatefulSet() && s.deploy != nil:
-		other = s.deploy
-	case !s.fleet.RunsAsStatefulSet() && s.sts != nil:
-		other = s.sts
-	}
-	if other != nil && f.DeletionTimestamp == nil {
+	if other := s.other; other != nil && f.DeletionTimestamp == nil {
 		s.find.Block(v1.ReasonLifecycleBlocked, fmt.Sprintf("%s %s/%s exists, but this fleet's layout runs as a %s; a layout is never converted or adopted: delete or rename the %s, or create the fleet under another name",
-			kindOf(other), f.Namespace, f.Name, layoutKind(s), kindOf(other)))
+			kindOf(other), f.Namespace, f.Name, layoutOf(f).kind(), kindOf(other)))
 		return true, nil
 	}
 	if err := r.readMembers(ctx, s, s.read, r.Caches != nil); err != nil {
@@ -134,7 +124,7 @@ func (r *Reconciler) readMembers(ctx context.Context, s *scope, c client.Reader,
 // own creation moments ago, which the cache has not delivered yet, or, for a fleet being
 // deleted, whatever the API server has at the fleet's name.
 func (r *Reconciler) uncachedWorkload(ctx context.Context, s *scope) error {
-	if s.takeWorkload(r.created.Recent(layoutKind(s), s.key.Namespace, s.key.Name, s.fleet.UID, r.now())) {
+	if s.takeWorkload(r.created.Recent(layoutOf(s.fleet).kind(), s.key.Namespace, s.key.Name, s.fleet.UID, r.now())) {
 		return nil
 	}
 	if s.fleet.DeletionTimestamp == nil {
@@ -143,33 +133,31 @@ func (r *Reconciler) uncachedWorkload(ctx context.Context, s *scope) error {
 	return r.readWorkload(ctx, s, r.Direct)
 }
 
-// takeWorkload makes o the pass's workload when it is a StatefulSet or a Deployment, and says
-// whether it was.
+// takeWorkload makes o the pass's workload of its kind (the fleet's layout's, or the other's)
+// when it is a StatefulSet or a Deployment, and says whether it was.
 func (s *scope) takeWorkload(o client.Object) bool {
-	switch o := o.(type) {
-	case *appsv1.StatefulSet:
-		s.sts = o
-	case *appsv1.Deployment:
-		s.deploy = o
-	default:
+	l := layoutOfObject(o)
+	switch {
+	case l == nil:
 		return false
+	case l == layoutOf(s.fleet):
+		s.own = o
+	default:
+		s.other = o
 	}
 	return true
 }
 
-// readWorkload reads the StatefulSet and the Deployment at the fleet's name through c.
+// readWorkload reads the workload of each kind at the fleet's name through c.
 func (r *Reconciler) readWorkload(ctx context.Context, s *scope, c client.Reader) error {
-	sts, d := &appsv1.StatefulSet{}, &appsv1.Deployment{}
-	s.sts, s.deploy = nil, nil
-	if err := c.Get(ctx, s.key, sts); err == nil {
-		s.sts = sts
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("read StatefulSet %s: %w", s.key, err)
-	}
-	if err := c.Get(ctx, s.key, d); err == nil {
-		s.deploy = d
-	} else if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("read Deployment %s: %w", s.key, err)
+	s.own, s.other = nil, nil
+	for _, l := range layouts {
+		o := l.empty()
+		if err := c.Get(ctx, s.key, o); err == nil {
+			s.takeWorkload(o)
+		} else if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("read %s %s: %w", l.kind(), s.key, err)
+		}
 	}
 	return nil
 }
@@ -186,13 +174,6 @@ func (c cachedClient) Get(ctx context.Context, key client.ObjectKey, obj client.
 
 func (c cachedClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	return c.read.List(ctx, list, opts...)
-}
-
-func layoutKind(s *scope) string {
-	if s.fleet.RunsAsStatefulSet() {
-		return "StatefulSet"
-	}
-	return "Deployment"
 }
 
 // observeGuards reads what the guards check: whether the runtime ServiceAccount exists (from
@@ -256,7 +237,7 @@ func (r *Reconciler) observeWorkload(ctx context.Context, s *scope) (lifecycle.W
 	if !isPaused && in.Foreign == "" && !in.Blocked {
 		ob.desired = r.render(s)
 		if ob.live != nil {
-			ob.want = mergeUpdate(ob.live, ob.desired)
+			ob.want = layoutOf(f).update(ob.live, ob.desired)
 			var err error
 			if ob.drifted, err = r.Drift.Check(ctx, r.Direct, s.key, ob.live, ob.want, client.FieldOwner(FieldOwner)); err != nil {
 				return in, ob, fmt.Errorf("compare %s %s/%s with its rendering: %w", kindOf(ob.live), f.Namespace, f.Name, err)
@@ -301,45 +282,12 @@ func (r *Reconciler) facts(s *scope, matches bool) lifecycle.Facts {
 }
 
 // workload is the pass's live workload of the fleet's layout, nil when there is none.
-func (s *scope) workload() client.Object {
-	if s.fleet.RunsAsStatefulSet() {
-		if s.sts != nil {
-			return s.sts
-		}
-	} else if s.deploy != nil {
-		return s.deploy
-	}
-	return nil
-}
+func (s *scope) workload() client.Object { return s.own }
 
-// workloadFacts reads the pass's live workload of the fleet's layout (lifecycle.WorkloadFacts,
-// lifecycle.DeploymentFacts); matches is the drift check's verdict.
+// workloadFacts reads the pass's live workload of the fleet's layout; matches is the drift
+// check's verdict.
 func (s *scope) workloadFacts(matches bool) lifecycle.Workload {
-	if s.fleet.RunsAsStatefulSet() {
-		return lifecycle.WorkloadFacts(s.sts, matches)
-	}
-	return lifecycle.DeploymentFacts(s.deploy, matches)
-}
-
-// podTemplate is a workload's Pod template.
-func podTemplate(o client.Object) *corev1.PodTemplateSpec {
-	switch o := o.(type) {
-	case *appsv1.StatefulSet:
-		return &o.Spec.Template
-	case *appsv1.Deployment:
-		return &o.Spec.Template
-	}
-	return &corev1.PodTemplateSpec{}
-}
-
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *appsv1.StatefulSet:
-		return "StatefulSet"
-	case *appsv1.Deployment:
-		return "Deployment"
-	}
-	return fmt.Sprintf("%T", obj)
+	return layoutOf(s.fleet).facts(s.own, matches)
 }
 
 func paused(f *v1.CelldFleet) bool {
@@ -349,48 +297,7 @@ func paused(f *v1.CelldFleet) bool {
 // render is the operator's rendering of the fleet's workload, at spec.replicas.
 func (r *Reconciler) render(s *scope) client.Object {
 	f := s.fleet
-	if f.RunsAsStatefulSet() {
-		return workload.StatefulSet(f, r.workloadOptions(s), f.DesiredReplicas())
-	}
-	return workload.Deployment(f, r.workloadOptions(s), f.DesiredReplicas())
-}
-
-// mergeUpdate is the rendering merged onto the live workload for an update (statefulSetUpdate,
-// deploymentUpdate).
-func mergeUpdate(live, desired client.Object) client.Object {
-	switch l := live.(type) {
-	case *appsv1.StatefulSet:
-		return statefulSetUpdate(l, desired.(*appsv1.StatefulSet))
-	case *appsv1.Deployment:
-		return deploymentUpdate(l, desired.(*appsv1.Deployment))
-	}
-	panic(fmt.Sprintf("mergeUpdate: %T is no workload", live))
-}
-
-// statefulSetUpdate is the rendering desired merged onto live for an update: the operator's
-// spec, except the fields the API server never lets change (selector, serviceName, claim
-// templates, pod management), which stay as created, and the live replica count (the caller
-// sets the next one). Labels and annotations others set are kept.
-func statefulSetUpdate(live, desired *appsv1.StatefulSet) *appsv1.StatefulSet {
-	want := desired.DeepCopy()
-	drift.MergeMetadata(want, live)
-	want.Spec.Selector = live.Spec.Selector
-	want.Spec.ServiceName = live.Spec.ServiceName
-	want.Spec.VolumeClaimTemplates = live.Spec.VolumeClaimTemplates
-	want.Spec.PodManagementPolicy = live.Spec.PodManagementPolicy
-	want.Spec.Replicas = live.Spec.Replicas
-	want.Status = live.Status
-	return want
-}
-
-// deploymentUpdate is statefulSetUpdate for a Deployment, whose selector alone is immutable.
-func deploymentUpdate(live, desired *appsv1.Deployment) *appsv1.Deployment {
-	want := desired.DeepCopy()
-	drift.MergeMetadata(want, live)
-	want.Spec.Selector = live.Spec.Selector
-	want.Spec.Replicas = live.Spec.Replicas
-	want.Status = live.Status
-	return want
+	return layoutOf(f).render(f, r.workloadOptions(s), f.DesiredReplicas())
 }
 
 // ownedWorkload refuses a workload the fleet did not create: without this fleet's UID label, or
@@ -417,7 +324,7 @@ func (r *Reconciler) operatorFacts(ctx context.Context, s *scope) (children.Oper
 	wantMeshed := f.Spec.Mesh != nil && f.Spec.Mesh.Istio != nil
 	templateMeshed := wantMeshed
 	if w := s.workload(); w != nil {
-		templateMeshed = podTemplate(w).Labels["sidecar.istio.io/inject"] == "true"
+		templateMeshed = layoutOf(f).template(w).Labels["sidecar.istio.io/inject"] == "true"
 	}
 	facts := children.OperatorFacts{
 		Namespace:             r.Options.OperatorNamespace,
@@ -507,5 +414,5 @@ func (r *Reconciler) goneForSure(ctx context.Context, s *scope) (bool, error) {
 	if err := r.readMembers(ctx, &fresh, r.Direct, false); err != nil {
 		return false, err
 	}
-	return fresh.sts == nil && fresh.deploy == nil && len(fresh.claims) == 0 && len(fresh.pods) == 0, nil
+	return fresh.own == nil && fresh.other == nil && len(fresh.claims) == 0 && len(fresh.pods) == 0, nil
 }

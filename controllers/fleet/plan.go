@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -40,9 +39,11 @@ type scope struct {
 	read client.Reader
 	kube client.Client
 
-	sts    *appsv1.StatefulSet
-	deploy *appsv1.Deployment
-	pods   []corev1.Pod
+	// own is the workload of the fleet's layout at its name, other one of the other kind
+	// there (refused, never converted); nil when there is none.
+	own, other client.Object
+
+	pods []corev1.Pod
 	// held are the fleet's Pods carrying a replacement hold, in any phase: a held Pod the
 	// pod garbage collector marked Failed is no member but must still be released.
 	held []corev1.Pod
@@ -159,13 +160,10 @@ func (s *scope) reportAbandoned() {
 // layout (a deletion removes a workload of the other layout too, unlike workload()), nil when
 // there is none.
 func (s *scope) workloadObject() client.Object {
-	switch {
-	case s.sts != nil:
-		return s.sts
-	case s.deploy != nil:
-		return s.deploy
+	if s.own != nil {
+		return s.own
 	}
-	return nil
+	return s.other
 }
 
 // deletion runs while the fleet is being deleted. lifecycle.PlanDeletion decides the pass's
@@ -599,11 +597,11 @@ func (r *Reconciler) workload(ctx context.Context, s *scope) (bool, error) {
 	switch p.Write {
 	case lifecycle.WriteCreate:
 		s.find.Step = p.Step
-		setReplicas(ob.desired, p.Replicas)
+		layoutOf(s.fleet).setReplicas(ob.desired, p.Replicas)
 		return r.create(ctx, s, ob.desired)
 	case lifecycle.WriteUpdate:
 		s.find.Step = p.Step
-		setReplicas(ob.want, p.Replicas)
+		layoutOf(s.fleet).setReplicas(ob.want, p.Replicas)
 		applied := in.Facts.Workload.Replicas
 		if err := r.converge(ctx, s, ob.live, ob.want, applied, p.Replicas, ob.drifted); err != nil {
 			return true, err
