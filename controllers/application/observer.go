@@ -3,6 +3,7 @@ package application
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,8 @@ type Observer struct {
 	inflight map[types.UID]bool
 	// metricsErr is the last Metrics API error of each capacity fleet, logged on change.
 	metricsErr map[types.UID]string
+	// started, a test hook, is told each fleet a scan starts to observe, in order.
+	started func(types.UID)
 }
 
 // Readers give the reader of one namespace's fleet children.
@@ -112,8 +115,12 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 }
 
-// scan starts an observation of every due fleet that has a free slot; the others wait for a
-// later scan.
+// scan starts an observation of every due fleet, the longest-waiting first (a fleet never
+// observed before any other), each as soon as one of the slots is free: it returns once every
+// due fleet has started, or ctx ended. It used to start only the due fleets that found a slot
+// free as the walk reached them, about Options.Fleets a scan: 300 fleets due every 15 s were
+// then each observed about every 75 s, and a fleet late in the list could wait for ever
+// behind the early ones (docs/performance.md, run 16).
 func (o *Observer) scan(ctx context.Context, wg *sync.WaitGroup, slots chan struct{}) {
 	// The cache's own objects, not copies: a scan reads every fleet and copies only those it
 	// starts to observe (300 fleets every beat would otherwise be 300 copies).
@@ -124,30 +131,41 @@ func (o *Observer) scan(ctx context.Context, wg *sync.WaitGroup, slots chan stru
 	}
 	now := o.opts.Now()
 	o.forgetGone(list.Items)
+	type waiting struct {
+		f     *v1.CelldFleet
+		since time.Time // the last observation; zero for a fleet never observed
+	}
+	var queue []waiting
+	o.mu.Lock()
 	for i := range list.Items {
 		f := &list.Items[i]
-		o.mu.Lock()
 		last, ok := o.last[f.UID]
 		if !ok {
 			last, ok = published(f)
 		}
-		start := !o.inflight[f.UID] && due(now, o.sampleInterval(f), f, last, ok)
-		if start {
-			select {
-			case slots <- struct{}{}:
-				o.inflight[f.UID] = true
-			default:
-				start = false
-			}
+		if !o.inflight[f.UID] && due(now, o.sampleInterval(f), f, last, ok) {
+			queue = append(queue, waiting{f: f, since: last.at})
 		}
+	}
+	o.mu.Unlock()
+	slices.SortStableFunc(queue, func(a, b waiting) int { return a.since.Compare(b.since) })
+	for _, w := range queue {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		f := w.f.DeepCopy()
+		o.mu.Lock()
+		o.inflight[f.UID] = true
 		o.mu.Unlock()
-		if start {
-			f := f.DeepCopy()
-			wg.Go(func() {
-				defer func() { <-slots }()
-				o.ObserveFleet(ctx, f)
-			})
+		if o.started != nil {
+			o.started(f.UID)
 		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			o.ObserveFleet(ctx, f)
+		})
 	}
 }
 

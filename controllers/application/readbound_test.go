@@ -3,6 +3,7 @@ package application
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/capacity"
 	"github.com/celld/celld-operator/controllers/celld"
+	"github.com/celld/celld-operator/internal/testsupport/corpus"
 )
 
 // countingReader records when each member's /state was read, on the observer's clock.
@@ -93,5 +95,59 @@ func bumpGeneration(t *testing.T, c client.Client, f *v1.CelldFleet, token int) 
 	}
 	if fleetNow(t, c, live).Generation == before {
 		t.Fatal("the spec change did not move the generation")
+	}
+}
+
+// TestOneScanStartsEveryDueFleetTheLongestWaitingFirst: a scan starts every due fleet through
+// its four slots, not only the four that find a slot free as the walk reaches them: 300 fleets
+// due every 15 s were observed four a second, each about every 75 s, and a fleet late in the
+// list waited behind the early ones for as long as they kept falling due (the 300-fleet
+// benchmark's run 16). The fleet that waited longest starts first.
+func TestOneScanStartsEveryDueFleetTheLongestWaitingFirst(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	const n = 12
+	var uids []types.UID
+	for i := range n {
+		f := corpus.Bucket()
+		f.Namespace, f.Name = ns, fmt.Sprintf("f%02d", i)
+		if err := c.Create(t.Context(), f); err != nil {
+			t.Fatal(err)
+		}
+		uids = append(uids, f.UID)
+	}
+	clock := time.Now()
+	o := New(c, c, c.Status(), Options{Reader: loadReader{}, Metrics: &fakeMetrics{}, Now: func() time.Time { return clock }})
+	// Every fleet was observed before, the last in name order longest ago.
+	for i, uid := range uids {
+		o.last[uid] = observed{at: clock.Add(-time.Minute - time.Duration(i)*time.Second)}
+	}
+	var mu sync.Mutex
+	var order []types.UID
+	o.started = func(uid types.UID) {
+		mu.Lock()
+		order = append(order, uid)
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 4)
+	o.scan(t.Context(), &wg, slots)
+	wg.Wait()
+	var ours []types.UID // the scan observes every fleet of the shared API server
+	for _, uid := range order {
+		if slices.Contains(uids, uid) {
+			ours = append(ours, uid)
+		}
+	}
+	if len(ours) != n {
+		t.Fatalf("one scan started %d of %d due fleets", len(ours), n)
+	}
+	if ours[0] != uids[n-1] {
+		t.Fatalf("the fleet observed longest ago did not start first: started %v", ours)
+	}
+	for _, uid := range uids {
+		if !o.last[uid].at.Equal(clock) {
+			t.Fatalf("fleet %s was not observed in the scan: last %v", uid, o.last[uid].at)
+		}
 	}
 }
