@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -137,7 +139,8 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		report("operator process: peak RSS MiB, creation to Ready", rssReady/1024)
 
 		By("settled: the observer's first result lands, then the operator is left alone")
-		framework.EventuallyWithin(ctx, 10*time.Minute, func() int { return convergedFleets(ctx, namespaces) }).Should(Equal(fleets))
+		framework.EventuallyWithin(ctx, 10*time.Minute, func() int { return convergedFleets(ctx, namespaces) }).Should(Equal(fleets),
+			func() string { return notConverged(ctx, namespaces) })
 		settledAt := time.Now()
 		req2, err := operatorRequests(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -357,6 +360,35 @@ func convergedFleets(ctx context.Context, namespaces []string) int {
 	return fleetsWhere(ctx, namespaces, func(f *v1.CelldFleet) bool {
 		return conditionOf(f, v1.ConditionApplicationConverged) == "True/"+v1.ReasonConverged
 	})
+}
+
+// notConverged describes up to five fleets without ApplicationConverged=True: the condition,
+// when the observer last published (an observedAt that keeps moving means its collections run
+// and find the members unavailable; one that stops means they stopped) and the fleet's members.
+func notConverged(ctx context.Context, namespaces []string) string {
+	var out []string
+	for _, ns := range namespaces {
+		list := &v1.CelldFleetList{}
+		if err := kube().List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err.Error()
+		}
+		for i := range list.Items {
+			f := &list.Items[i]
+			c := meta.FindStatusCondition(f.Status.Conditions, v1.ConditionApplicationConverged)
+			if len(out) == 5 || (c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1.ReasonConverged) {
+				continue
+			}
+			line := fmt.Sprintf("%s/%s: Ready %s, %d ready members", f.Namespace, f.Name, conditionOf(f, v1.ConditionReady), f.Status.ReadyReplicas)
+			if c != nil {
+				line += fmt.Sprintf("; ApplicationConverged %s/%s %q", c.Status, c.Reason, c.Message)
+			}
+			if a := f.Status.Application; a != nil && a.ObservedAt != nil {
+				line += fmt.Sprintf("; observedAt %s (%s ago), unavailable nodes %d", a.ObservedAt.Format(time.RFC3339), time.Since(a.ObservedAt.Time).Round(time.Second), a.UnavailableNodes)
+			}
+			out = append(out, line)
+		}
+	}
+	return "fleets not converged:\n" + strings.Join(out, "\n")
 }
 
 func conditionOf(f *v1.CelldFleet, t string) string {
