@@ -240,6 +240,8 @@ func TestChartSchemaRefusesBadValues(t *testing.T) {
 		"extraEnv redefining the watch":    {"extraEnv": []any{map[string]any{"name": "WATCH_NAMESPACE", "value": "a"}}},
 		"extraEnv redefining GOMEMLIMIT":   {"extraEnv": []any{map[string]any{"name": "GOMEMLIMIT", "value": "1GiB"}}},
 		"goMemLimit without a unit suffix": {"goMemLimit": "200M"},
+		"extraEnv redefining GOGC":         {"extraEnv": []any{map[string]any{"name": "GOGC", "value": "200"}}},
+		"goGC not a percentage":            {"goGC": "50%"},
 		"extraEnv without a name":          {"extraEnv": []any{map[string]any{"value": "a"}}},
 		"extraEnv listing a name twice":    {"extraEnv": []any{map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "A", "value": "2"}}},
 		"volume mount without a path":      {"extraVolumeMounts": []any{map[string]any{"name": "tmp"}}},

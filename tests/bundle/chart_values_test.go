@@ -115,6 +115,7 @@ func TestChartCustomizations(t *testing.T) {
 		"podLabels":         map[string]any{"team": "fleet-ops"},
 		"priorityClassName": "system-cluster-critical",
 		"goMemLimit":        "300MiB",
+		"goGC":              "75",
 		"extraEnv":          []any{map[string]any{"name": "GODEBUG", "value": "http2client=0"}},
 		"extraVolumes":      []any{map[string]any{"name": "tmp", "emptyDir": map[string]any{}}},
 		"extraVolumeMounts": []any{map[string]any{"name": "tmp", "mountPath": "/tmp"}},
@@ -144,8 +145,9 @@ func TestChartCustomizations(t *testing.T) {
 	c := d.Containers[0]
 	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GODEBUG" && e.Value == "http2client=0" }) ||
 		!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" && e.Value == "300MiB" }) ||
+		!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOGC" && e.Value == "75" }) ||
 		!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "WATCH_NAMESPACE" }) {
-		t.Errorf("operator env %v lacks extraEnv, goMemLimit's GOMEMLIMIT or WATCH_NAMESPACE", c.Env)
+		t.Errorf("operator env %v lacks extraEnv, goMemLimit's GOMEMLIMIT, goGC's GOGC or WATCH_NAMESPACE", c.Env)
 	}
 	if len(d.Volumes) != 1 || d.Volumes[0].EmptyDir == nil || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" {
 		t.Errorf("extra volumes %v and mounts %v did not reach the Pod", d.Volumes, c.VolumeMounts)

@@ -51,8 +51,9 @@ func startBinaryOperator(ctx context.Context, cfg *rest.Config, bin string) erro
 	// CELLD_E2E_OPERATOR_ARGS adds flags, for a scale run that measures one (for example
 	// --max-concurrent-reconciles=32).
 	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("CELLD_E2E_OPERATOR_ARGS"))...)
-	// GOMEMLIMIT as the chart and the bundle set it (goMemLimit, config/manager).
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOMEMLIMIT=200MiB")
+	// GOMEMLIMIT and GOGC as the chart and the bundle set them (goMemLimit, goGC,
+	// config/manager).
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "GOMEMLIMIT=200MiB", "GOGC=50")
 	cmd.Stdout, cmd.Stderr = logFile("operator.log"), logFile("operator.log")
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", bin, err)

@@ -76,6 +76,7 @@ func All() []Case {
 			"rbac":                   map[string]any{"aggregateToUserRoles": false},
 			"memberReplacementDelay": "1h30m",
 			"goMemLimit":             "300MiB",
+			"goGC":                   "75",
 			"extraEnv":               []any{map[string]any{"name": "GODEBUG", "value": "http2client=0"}},
 			"extraVolumes":           []any{map[string]any{"name": "tmp", "emptyDir": map[string]any{}}},
 			"extraVolumeMounts":      []any{map[string]any{"name": "tmp", "mountPath": "/tmp"}},
