@@ -67,7 +67,9 @@ type scope struct {
 	outcome lifecycle.Verdict
 	routing *metav1.Condition
 	// routingInvalid: spec.routing failed validation; routing is left exactly as it is.
-	routingInvalid  bool
+	routingInvalid bool
+	// reservationName is the name of the fleet's reservation (its bucket and prefix), set once
+	// by observe.
 	reservationName string
 	// heal is the self-healing decision of the workload step's plan, and planned the input it
 	// was planned from: the confirmation re-read plans again from the same input (the same
@@ -364,7 +366,6 @@ func (r *Reconciler) reservation(ctx context.Context, s *scope) (bool, error) {
 			return true, err
 		}
 	}
-	s.reservationName = want.Name // the reservation read or created is at this name
 	if b := lifecycle.ReservationHeld(f, want, res, conflict); b != nil {
 		s.find.Block(b.Reason, b.Message)
 		return false, nil // heal what runs; provision nothing
@@ -392,7 +393,6 @@ func (r *Reconciler) inPool(ctx context.Context, s *scope) (bool, error) {
 		return false, fmt.Errorf("read the preview pool of CelldFleet %s/%s: %w", f.Namespace, f.Name, err)
 	}
 	if b := lifecycle.PreviewPool(f, pool); b != nil {
-		s.reservationName = reservation.Name(st.Bucket, st.Prefix)
 		s.find.Block(b.Reason, b.Message)
 		return false, nil
 	}
