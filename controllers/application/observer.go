@@ -232,7 +232,7 @@ func (o *Observer) ObserveFleet(ctx context.Context, f *v1.CelldFleet) {
 		o.opts.Capacity(client.ObjectKeyFromObject(f), f.UID, r.Capacity)
 	}
 	o.metrics.record(f, r, took)
-	if unchanged(f, r, o.opts.Now(), o.opts.Refresh) {
+	if deferred(f, r, o.opts.Now(), o.opts) {
 		return
 	}
 	if err := o.publish(ctx, f, r); err != nil {

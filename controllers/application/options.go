@@ -42,6 +42,10 @@ type Options struct {
 	// (5 min). Writing every collection would rewrite every settled fleet every Interval only to
 	// move observedAt; refreshing it this often keeps observedAt usable as a liveness signal.
 	Refresh time.Duration
+	// Pace is the least time between two writes of one fleet's observation when the second
+	// changes only its details (counts, versions list, nodes) under the same verdict (1 min):
+	// a verdict that changes is written at once. It is at most Refresh in effect.
+	Pace time.Duration
 	// Scan is how often the fleet list is walked for due fleets (1 s).
 	Scan time.Duration
 	// Fleets is how many fleets are observed at once (4), so one fleet with hung members does
@@ -67,6 +71,7 @@ func DefaultOptions() Options {
 		Deadline: 10 * time.Second,
 		MaxAge:   90 * time.Second,
 		Refresh:  5 * time.Minute,
+		Pace:     time.Minute,
 		Scan:     time.Second,
 		Fleets:   4,
 	}
@@ -80,6 +85,7 @@ func (o Options) withDefaults() Options {
 	o.Deadline = positiveOr(o.Deadline, d.Deadline)
 	o.MaxAge = positiveOr(o.MaxAge, d.MaxAge)
 	o.Refresh = positiveOr(o.Refresh, d.Refresh)
+	o.Pace = positiveOr(o.Pace, d.Pace)
 	o.Scan = positiveOr(o.Scan, d.Scan)
 	o.Fleets = positiveOr(o.Fleets, d.Fleets)
 	if o.Reader == nil {

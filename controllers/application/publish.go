@@ -19,21 +19,37 @@ import (
 	"github.com/celld/celld-operator/controllers/ssa"
 )
 
-// unchanged says whether publishing r would only move observedAt, and the published
-// observedAt is still younger than refresh: then the write is skipped, so a settled fleet
-// costs one status write per refresh period instead of one per collection.
-func unchanged(live *v1.CelldFleet, r Result, now time.Time, refresh time.Duration) bool {
+// deferred says whether publishing r can wait, so the write is skipped:
+//   - a result that would only move observedAt waits until the published observedAt is
+//     Options.Refresh old, so a settled fleet costs one status write per refresh period
+//     instead of one per collection;
+//   - a result that changes only the details (counts, the versions list, the nodes) under the
+//     same verdict (condition status, reason, message, generation and observedVersion) waits
+//     until the published one is Options.Pace old: while members come up or cells swap, each
+//     collection moves a count, and writing each would cost a write per collection where the
+//     verdict a client waits on has not moved;
+//   - anything else (a new verdict, a new generation, a new observedVersion, a fleet never
+//     published) is written at once.
+func deferred(live *v1.CelldFleet, r Result, now time.Time, o Options) bool {
 	app := live.Status.Application
 	c := meta.FindStatusCondition(live.Status.Conditions, v1.ConditionApplicationConverged)
-	if app == nil || app.ObservedAt == nil || c == nil || now.Sub(app.ObservedAt.Time) >= refresh {
+	if app == nil || app.ObservedAt == nil || c == nil {
 		return false
 	}
-	if c.Status != r.Status || c.Reason != r.Reason || c.Message != Message || c.ObservedGeneration != r.Generation {
+	age := now.Sub(app.ObservedAt.Time)
+	if age >= o.Refresh {
+		return false
+	}
+	if c.Status != r.Status || c.Reason != r.Reason || c.Message != Message || c.ObservedGeneration != r.Generation ||
+		!equality.Semantic.DeepEqual(app.ObservedVersion, r.Application.ObservedVersion) {
 		return false
 	}
 	a, b := *app.DeepCopy(), *r.Application.DeepCopy()
 	a.ObservedAt, b.ObservedAt = nil, nil
-	return equality.Semantic.DeepEqual(a, b)
+	if equality.Semantic.DeepEqual(a, b) {
+		return true
+	}
+	return age < o.Pace
 }
 
 // condition is the ApplicationConverged condition of r; its transition time moves only when

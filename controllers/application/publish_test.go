@@ -24,26 +24,51 @@ func publishedFleet(r Result, at time.Time) *v1.CelldFleet {
 	return f
 }
 
-func TestAnUnchangedObservationIsWrittenOnlyOncePerRefresh(t *testing.T) {
-	r := Aggregate(facts(2, node("f-0"), node("f-1")))
-	live := publishedFleet(r, t0.Add(-30*time.Second))
-	if !unchanged(live, r, t0, time.Minute) {
-		t.Fatal("an observation that only moves observedAt, 30 s after the last write, must not be written")
+// TestWhichObservationsWaitAndWhichAreWrittenAtOnce: an observation that only moves
+// observedAt waits for the refresh, one that changes only details under the same verdict waits
+// for the pace, and a new verdict, generation or observedVersion is written at once.
+func TestWhichObservationsWaitAndWhichAreWrittenAtOnce(t *testing.T) {
+	opts := Options{Refresh: 5 * time.Minute, Pace: time.Minute}
+	settled := Aggregate(facts(3, node("f-0"), node("f-1"), node("f-2")))
+	oneUp := Aggregate(facts(3, node("f-0"), node("f-1", notReady), node("f-2", notReady)))
+	twoUp := Aggregate(facts(3, node("f-0"), node("f-1"), node("f-2", notReady)))
+	pendingOne := Aggregate(facts(3, node("f-0", pending(1)), node("f-1"), node("f-2")))
+	pendingTwo := Aggregate(facts(3, node("f-0", pending(2)), node("f-1"), node("f-2")))
+	released := Aggregate(facts(3, node("f-0", version(verB, preB)), node("f-1", version(verB, preB)), node("f-2", version(verB, preB))))
+	nextGeneration := settled
+	nextGeneration.Generation = 8
+	if oneUp.Reason != twoUp.Reason || pendingOne.Reason != pendingTwo.Reason || settled.Reason != released.Reason {
+		t.Fatalf("the cases need pairs with one verdict: %s/%s, %s/%s, %s/%s",
+			oneUp.Reason, twoUp.Reason, pendingOne.Reason, pendingTwo.Reason, settled.Reason, released.Reason)
 	}
-	if unchanged(live, r, t0.Add(31*time.Second), time.Minute) {
-		t.Fatal("an observation older than the refresh period must be written again so observedAt stays fresh")
-	}
-	changed := Aggregate(facts(2, node("f-0"), node("f-1", pending(1))))
-	if unchanged(live, changed, t0, time.Minute) {
-		t.Fatal("a changed observation must be written at once")
-	}
-	moved := r
-	moved.Generation = 8
-	if unchanged(live, moved, t0, time.Minute) {
-		t.Fatal("a new fleet generation must be written at once: clients compare the condition's observedGeneration")
-	}
-	if unchanged(&v1.CelldFleet{}, r, t0, time.Minute) {
-		t.Fatal("a fleet without an observation must be written")
+	for _, tc := range []struct {
+		name          string
+		published, r  Result
+		age           time.Duration
+		wait          bool
+		neverObserved bool
+	}{
+		{name: "unchanged, younger than the refresh", published: settled, r: settled, age: 4 * time.Minute, wait: true},
+		{name: "unchanged, as old as the refresh", published: settled, r: settled, age: 5 * time.Minute},
+		{name: "a member came up, the verdict is the same, younger than the pace", published: oneUp, r: twoUp, age: 30 * time.Second, wait: true},
+		{name: "a member came up, the verdict is the same, as old as the pace", published: oneUp, r: twoUp, age: time.Minute},
+		{name: "pending cells moved while converging, younger than the pace", published: pendingOne, r: pendingTwo, age: 10 * time.Second, wait: true},
+		{name: "the last member came up: a new verdict", published: twoUp, r: settled, age: time.Second},
+		{name: "cells began to swap: a new verdict", published: settled, r: pendingOne, age: time.Second},
+		{name: "a new observedVersion under the same verdict", published: settled, r: released, age: time.Second},
+		{name: "a new fleet generation", published: settled, r: nextGeneration, age: time.Second},
+		{name: "a fleet never published", r: settled, neverObserved: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := &v1.CelldFleet{}
+			if !tc.neverObserved {
+				live = publishedFleet(tc.published, t0.Add(-tc.age))
+			}
+			if got := deferred(live, tc.r, t0, opts); got != tc.wait {
+				t.Errorf("deferred = %v, want %v (published %s %+v, now %s %+v)", got, tc.wait,
+					tc.published.Reason, tc.published.Application, tc.r.Reason, tc.r.Application)
+			}
+		})
 	}
 }
 
