@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,14 +50,18 @@ type kind struct {
 	proto func() client.Object
 	// all: every object of the namespace, not only the fleet-labelled ones.
 	all bool
+	// statusUnread: no decision reads this kind's status (the operator converges its spec and
+	// metadata), so an update that changed only the status wakes no fleet. A
+	// PodDisruptionBudget's status moves with every member that becomes ready or not.
+	statusUnread bool
 }
 
 func typed(obj client.Object, gvk schema.GroupVersionKind, all bool) kind {
 	return kind{gvk: gvk, all: all, proto: func() client.Object { return obj.DeepCopyObject().(client.Object) }}
 }
 
-func unstructuredKind(gvk schema.GroupVersionKind) kind {
-	return kind{gvk: gvk, proto: func() client.Object {
+func unstructuredKind(gvk schema.GroupVersionKind, statusUnread bool) kind {
+	return kind{gvk: gvk, statusUnread: statusUnread, proto: func() client.Object {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		return u
@@ -89,16 +94,17 @@ func kinds(apis APIs) []kind {
 		typed(&appsv1.Deployment{}, appsv1.SchemeGroupVersion.WithKind("Deployment"), false),
 		typed(&appsv1.ReplicaSet{}, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), false),
 		metadataKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"), true),
-		unstructuredKind(corev1.SchemeGroupVersion.WithKind("Service")),
-		unstructuredKind(schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"}),
-		unstructuredKind(schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}),
-		unstructuredKind(schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}),
+		unstructuredKind(corev1.SchemeGroupVersion.WithKind("Service"), true),
+		unstructuredKind(schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"}, true),
+		unstructuredKind(schema.GroupVersionKind{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"}, true),
+		// RoutingReady reports a route's status: an Ingress's and an HTTPRoute's wake the fleet
+		unstructuredKind(schema.GroupVersionKind{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"}, false),
 	}
 	if apis.GatewayAPI {
-		ks = append(ks, unstructuredKind(GVKHTTPRoute))
+		ks = append(ks, unstructuredKind(GVKHTTPRoute, false))
 	}
 	if apis.Istio {
-		ks = append(ks, unstructuredKind(GVKAuthorizationPolicy), unstructuredKind(GVKPeerAuthentication))
+		ks = append(ks, unstructuredKind(GVKAuthorizationPolicy, true), unstructuredKind(GVKPeerAuthentication, true))
 	}
 	return ks
 }
@@ -341,7 +347,7 @@ func (s *Set) start(base context.Context, ns string, sp *space) {
 			cancel()
 			return
 		}
-		if _, err := inf.AddEventHandler(s.handler(ctx)); err != nil {
+		if _, err := inf.AddEventHandler(s.handler(ctx, k)); err != nil {
 			sp.err = err
 			cancel()
 			return
@@ -395,9 +401,11 @@ func (s *Set) probeKind(ctx context.Context, ns string, k kind) error {
 	return nil
 }
 
-// handler forwards every change of a cached object to Events. An update that changed nothing
-// (a resync) is not forwarded.
-func (s *Set) handler(ctx context.Context) toolscache.ResourceEventHandler {
+// handler forwards every change of a cached object of kind k to Events, and counts it. An
+// update that changed nothing (a resync) is not forwarded, nor, for a kind whose status no
+// decision reads, one that changed only the status.
+func (s *Set) handler(ctx context.Context, k kind) toolscache.ResourceEventHandler {
+	woke, skipped := childEvents.WithLabelValues(k.gvk.Kind, "true"), childEvents.WithLabelValues(k.gvk.Kind, "false")
 	send := func(obj any) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
@@ -406,6 +414,7 @@ func (s *Set) handler(ctx context.Context) toolscache.ResourceEventHandler {
 		if !ok {
 			return
 		}
+		woke.Inc()
 		select {
 		case s.events <- event.GenericEvent{Object: o}:
 		case <-ctx.Done():
@@ -414,15 +423,51 @@ func (s *Set) handler(ctx context.Context) toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { send(obj) },
 		UpdateFunc: func(old, obj any) {
-			if a, ok := old.(client.Object); ok {
-				if b, ok := obj.(client.Object); ok && a.GetResourceVersion() == b.GetResourceVersion() {
-					return
-				}
+			a, aok := old.(client.Object)
+			b, bok := obj.(client.Object)
+			if aok && bok && (a.GetResourceVersion() == b.GetResourceVersion() || (k.statusUnread && onlyStatus(a, b))) {
+				skipped.Inc()
+				return
 			}
 			send(obj)
 		},
 		DeleteFunc: send,
 	}
+}
+
+// onlyStatus says whether two versions of an unstructured object differ only in their status
+// and the metadata every write moves (resourceVersion, managedFields). Neither object is
+// changed: they are the cache's own.
+func onlyStatus(a, b client.Object) bool {
+	ua, ok := a.(*unstructured.Unstructured)
+	if !ok {
+		return false
+	}
+	ub, ok := b.(*unstructured.Unstructured)
+	if !ok {
+		return false
+	}
+	return equality.Semantic.DeepEqual(withoutStatus(ua.Object), withoutStatus(ub.Object))
+}
+
+// withoutStatus is a shallow copy of obj without status, resourceVersion and managedFields.
+func withoutStatus(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		if k != "status" {
+			out[k] = v
+		}
+	}
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		m := make(map[string]any, len(md))
+		for k, v := range md {
+			if k != "resourceVersion" && k != "managedFields" {
+				m[k] = v
+			}
+		}
+		out["metadata"] = m
+	}
+	return out
 }
 
 // reader reads one namespace's cache. A kind the cache does not hold is answered as the API

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,10 +20,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/celld/celld-operator/api/v1alpha1"
 	"github.com/celld/celld-operator/controllers/nscache"
@@ -296,3 +300,117 @@ func TestAccessDeniedOnlyForTheAuthorizer(t *testing.T) {
 }
 
 func resourceOne() resource.Quantity { return resource.MustParse("1Gi") }
+
+// TestAStatusOnlyChangeWakesNoFleetWhereNoDecisionReadsIt: a PodDisruptionBudget's status
+// moves with every member's readiness, and no decision reads it, so a status-only update is
+// not forwarded (and counted as woke="false"); a change of its labels is. An Ingress's status
+// is RoutingReady's, so its status-only update is forwarded.
+func TestAStatusOnlyChangeWakesNoFleetWhereNoDecisionReadsIt(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	labels := map[string]string{v1.LabelFleetUID: "uid-1"}
+	pdb := func(name string) *policyv1.PodDisruptionBudget {
+		one := intstr.FromInt32(1)
+		return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}}}
+	}
+	budget, marker := pdb("budget"), pdb("marker")
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "route", Labels: labels},
+		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{
+			Service: &networkingv1.IngressServiceBackend{Name: "f", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}
+	for _, o := range []client.Object{budget, marker, ing} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSet(t, "")
+	if _, err := reader(t, s, ns); err != nil {
+		t.Fatal(err)
+	}
+	// the initial lists, in whatever order the three informers deliver them
+	seen := map[string]bool{}
+	for name := range untilEvent(t, s, ns, "") {
+		if seen[name] = true; seen["budget"] && seen["marker"] && seen["route"] {
+			break
+		}
+	}
+	skippedBefore := childEventCount(t, "PodDisruptionBudget", "false")
+
+	budget.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: budget.Generation, CurrentHealthy: 2, DesiredHealthy: 2, ExpectedPods: 3}
+	if err := admin.Status().Update(ctx, budget); err != nil {
+		t.Fatal(err)
+	}
+	// One informer delivers its kind's events in order: once the marker's label change
+	// arrives, the budget's status update was handled before it.
+	marker.Labels = map[string]string{v1.LabelFleetUID: "uid-1", "touched": "yes"}
+	if err := admin.Update(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	for e := range untilEvent(t, s, ns, "marker") {
+		if e == "budget" {
+			t.Fatal("a status-only update of a PodDisruptionBudget woke its fleet")
+		}
+	}
+	if got := childEventCount(t, "PodDisruptionBudget", "false"); got <= skippedBefore {
+		t.Fatalf("celld_operator_child_events_total{kind=PodDisruptionBudget,woke=false} = %v, want more than %v", got, skippedBefore)
+	}
+
+	budget.Labels = map[string]string{v1.LabelFleetUID: "uid-1", "edited": "by-hand"}
+	if err := admin.Update(ctx, budget); err != nil {
+		t.Fatal(err)
+	}
+	awaitEvent(t, s, ns, "budget")
+
+	ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "192.0.2.7"}}
+	if err := admin.Status().Update(ctx, ing); err != nil {
+		t.Fatal(err)
+	}
+	awaitEvent(t, s, ns, "route")
+}
+
+// untilEvent yields the names of the events of namespace ns until the one for name, which it
+// does not yield, or fails at the deadline; with name "" it yields every event until the
+// caller stops.
+func untilEvent(t *testing.T, s *nscache.Set, ns, name string) func(func(string) bool) {
+	t.Helper()
+	return func(yield func(string) bool) {
+		timeout := time.After(10 * time.Second)
+		for {
+			select {
+			case e := <-s.Events():
+				if e.Object.GetNamespace() != ns {
+					continue
+				}
+				if (name != "" && e.Object.GetName() == name) || !yield(e.Object.GetName()) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("no event for %s/%s within 10s", ns, name)
+			}
+		}
+	}
+}
+
+// childEventCount reads celld_operator_child_events_total{kind, woke} from the registry.
+func childEventCount(t *testing.T, kind, woke string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "celld_operator_child_events_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if got["kind"] == kind && got["woke"] == woke {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
