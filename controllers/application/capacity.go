@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
@@ -48,8 +49,26 @@ func (m MetricsAPI) ListPodMetrics(ctx context.Context, namespace, selector stri
 // also the least time between two reads of a fleet's /state (seed 000). A capacity policy
 // samples on those collections: a sampleIntervalSeconds shorter than the interval takes a
 // sample at every collection, so its samples come every interval, not faster (docs/capacity.md).
-func (o *Observer) sampleInterval(*v1.CelldFleet) time.Duration {
+//
+// A fleet without a capacity policy whose members are not all Ready by its own status (the
+// reconciler's readyReplicas below desiredReplicas, or no Ready condition yet: a new fleet) is
+// collected once per Options.Pace (1 min) instead. Until every member is Ready its verdict
+// cannot be Converged, only which Unknown reason, and the counts a collection refreshes are
+// written at most once per Pace anyway: reading more often would only load members that are
+// starting (a new fleet's, a rollout's). Once the fleet's status says every member is Ready,
+// the interval applies again, so the collection that can find it Converged comes at the next
+// scan.
+func (o *Observer) sampleInterval(f *v1.CelldFleet) time.Duration {
+	if f.Spec.Capacity == nil && !membersReady(f) {
+		return max(o.opts.Interval, o.opts.Pace)
+	}
 	return o.opts.Interval
+}
+
+// membersReady says whether the fleet's status reports every desired member Ready.
+func membersReady(f *v1.CelldFleet) bool {
+	return meta.FindStatusCondition(f.Status.Conditions, v1.ConditionReady) != nil &&
+		f.Status.ReadyReplicas >= f.Status.DesiredReplicas
 }
 
 // podMetrics is the answer of one Metrics API list.

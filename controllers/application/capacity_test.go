@@ -165,8 +165,44 @@ func TestAFleetWithoutAPolicyCostsNoMetricsRequest(t *testing.T) {
 		t.Fatalf("a fleet without spec.capacity must cost no Metrics API request and give no observation: %d lists, %d observations",
 			metrics.calls, len(got.got))
 	}
-	if o.sampleInterval(fleetNow(t, c, f)) != DefaultOptions().Interval {
-		t.Fatal("a fleet without spec.capacity is observed at the observation interval")
+	ready := fleetNow(t, c, f)
+	ready.Status.DesiredReplicas, ready.Status.ReadyReplicas = 1, 1
+	ready.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonProvisioned}}
+	if o.sampleInterval(ready) != DefaultOptions().Interval {
+		t.Fatal("a fleet without spec.capacity whose members are all Ready is observed at the observation interval")
+	}
+}
+
+// TestAFleetWhoseMembersAreNotAllReadyIsCollectedAtTheDetailsPace: until every member is
+// Ready a fleet's verdict cannot be Converged, so it is read once per Pace; a capacity fleet
+// keeps the interval, since its policy samples every collection.
+func TestAFleetWhoseMembersAreNotAllReadyIsCollectedAtTheDetailsPace(t *testing.T) {
+	o := New(nil, nil, nil, Options{Reader: loadReader{}})
+	status := func(ready, desired int32, withCondition bool) *v1.CelldFleet {
+		f := &v1.CelldFleet{}
+		f.Status.ReadyReplicas, f.Status.DesiredReplicas = ready, desired
+		if withCondition {
+			f.Status.Conditions = []metav1.Condition{{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonProvisioning}}
+		}
+		return f
+	}
+	interval, pace := DefaultOptions().Interval, DefaultOptions().Pace
+	capacityFleet := status(1, 3, true)
+	capacityFleet.Spec.Capacity = &v1.CapacityPolicy{}
+	for _, tc := range []struct {
+		name string
+		f    *v1.CelldFleet
+		want time.Duration
+	}{
+		{"a new fleet, no status yet", status(0, 0, false), pace},
+		{"one member of three Ready", status(1, 3, true), pace},
+		{"every member Ready", status(3, 3, true), interval},
+		{"stopped: none desired", status(0, 0, true), interval},
+		{"a capacity fleet with members missing", capacityFleet, interval},
+	} {
+		if got := o.sampleInterval(tc.f); got != tc.want {
+			t.Errorf("%s: collected every %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -44,7 +44,9 @@ type Options struct {
 	Refresh time.Duration
 	// Pace is the least time between two writes of one fleet's observation when the second
 	// changes only its details (counts, versions list, nodes) under the same verdict (1 min):
-	// a verdict that changes is written at once. It is at most Refresh in effect.
+	// a verdict that changes is written at once. It is at most Refresh in effect. A fleet
+	// without a capacity policy whose members are not all Ready is also collected once per
+	// Pace instead of once per Interval (sampleInterval).
 	Pace time.Duration
 	// Scan is how often the fleet list is walked for due fleets (1 s).
 	Scan time.Duration

@@ -111,8 +111,9 @@ func startOperator(ctx context.Context, cfg *rest.Config) error {
 	// 15 s so its specs see transitions in seconds.
 	observer := application.DefaultOptions()
 	observer.Interval = 2 * time.Second
-	// A details-only change (a count under the same verdict) waits 4 collections, as in
-	// production (1 min at 15 s), so the specs that wait on counts see the pace too.
+	// A details-only change (a count under the same verdict) waits 4 collections, and a fleet
+	// whose members are not all Ready is collected every 4 intervals, as in production (1 min
+	// at 15 s), so the specs see the pace too.
 	observer.Pace = 8 * time.Second
 	mc, err := metricsclient.NewForConfig(cfg)
 	if err != nil {
