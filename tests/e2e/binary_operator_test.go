@@ -106,6 +106,8 @@ const (
 	workStatusChange   = "status writes: change"
 	workStatusCounters = "status writes: counters only"
 	workStatusPaced    = "status writes: paced"
+	workWakes          = "wakes by "
+	workSkipped        = "child events that woke no fleet"
 )
 
 // operatorWork scrapes the operator's own account (the work* keys).
@@ -131,6 +133,12 @@ func operatorWork(ctx context.Context) (map[string]float64, error) {
 			}
 		case strings.HasPrefix(line, "celld_operator_status_writes_paced_total "):
 			add(workStatusPaced, value(line))
+		case strings.HasPrefix(line, "celld_operator_child_events_total{"):
+			if label(line, "woke") == "true" {
+				add(workWakes+label(line, "kind"), value(line))
+			} else {
+				add(workSkipped, value(line))
+			}
 		}
 	})
 }
@@ -145,6 +153,12 @@ func workReport(d map[string]float64, n int) map[string]string {
 		"status writes per fleet, counters only": per(workStatusCounters), "status writes per fleet, paced": per(workStatusPaced),
 		"pass time per fleet (s)": fmt.Sprintf("%.2f", d[workReconcileTime]/float64(n)),
 	}
+	for k := range d {
+		if kind, ok := strings.CutPrefix(k, workWakes); ok && d[k] > 0 {
+			out["wakes per fleet by "+kind] = per(k)
+		}
+	}
+	out["child events per fleet that woke no fleet"] = per(workSkipped)
 	if q := d[workQueued]; q > 0 {
 		out["queue wait, mean (ms)"] = fmt.Sprintf("%.0f", 1000*d[workQueueWait]/q)
 		type bucket struct {

@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -61,16 +64,23 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		if os.Getenv("SCALE_BASELINE") != "0" {
 			By("baseline: the rendered objects applied directly, at the API server's own pace")
 			base := names(0)
+			cpu, api := clusterCPU(), apiserverTime(ctx)
 			start := time.Now()
 			applyRendered(ctx, fleets, func(i int) (string, string) { return fleetAt(base, i) })
 			framework.EventuallyWithin(ctx, 15*time.Minute, func() int { ready, _ := statefulSets(ctx, base); return ready }).
 				Should(Equal(fleets), "baseline StatefulSets never became ready")
 			baseline = time.Since(start)
 			report(fmt.Sprintf("%d fleets: baseline (server-side apply of the rendered objects) to all Ready", fleets), baseline.Round(100*time.Millisecond))
+			report("baseline, to all Ready: CPU seconds by process", cpuSince(cpu))
+			report("baseline, to all Ready: API server request seconds, top resources", apiserverSince(ctx, api))
 			for _, ns := range base {
 				Expect(kube().Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 			}
-			framework.EventuallyWithin(ctx, 10*time.Minute, func() int { return podsIn(ctx, base) }).Should(BeZero(), "baseline Pods never went")
+			// The operator is measured on a cluster that has finished with the baseline: its
+			// namespaces are gone (claims and all), and so are the volumes they bound, whose
+			// deletion would otherwise still load the API server and the provisioner while the
+			// operator's fleets come up.
+			framework.EventuallyWithin(ctx, 10*time.Minute, func() int { return leftOf(ctx, base) }).Should(BeZero(), "the baseline's namespaces and volumes never went")
 		}
 
 		By("the operator: the same fleets as CelldFleets")
@@ -85,6 +95,7 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		Expect(err).NotTo(HaveOccurred())
 		work0, err := operatorWork(ctx)
 		Expect(err).NotTo(HaveOccurred())
+		cpu, api := clusterCPU(), apiserverTime(ctx)
 		start := time.Now()
 		// The fleets are created eight at a time, as the baseline applies its objects: the
 		// comparison is of the operator's pace with the API server's, not of two client loops.
@@ -122,6 +133,8 @@ var _ = Describe("scale: the read model", Label("scale", "read-model"), Serial, 
 		work1, err := operatorWork(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		report(fmt.Sprintf("%d fleets: operator, creation to all Ready", fleets), ready.Round(100*time.Millisecond))
+		report("operator, creation to all Ready: CPU seconds by process", cpuSince(cpu))
+		report("operator, creation to all Ready: API server request seconds, top resources", apiserverSince(ctx, api))
 		if baseline > 0 {
 			report(fmt.Sprintf("%d fleets: operator time / baseline time", fleets), fmt.Sprintf("%.2f", ready.Seconds()/baseline.Seconds()))
 		}
@@ -330,6 +343,106 @@ func podsIn(ctx context.Context, namespaces []string) int {
 			return -1
 		}
 		n += len(list.Items)
+	}
+	return n
+}
+
+// clusterCPU reads the CPU seconds each process of the local cluster has used: etcd and the
+// API server (their PIDs in the cluster directory's run/), this test process (the scheduler,
+// the controller manager, kwok, the volume provisioner and every simulated member's /state
+// and readiness run in it) and the operator binary.
+func clusterCPU() map[string]float64 {
+	dir := cmp.Or(os.Getenv("CELLD_E2E_DIR"), filepath.Join(".artifacts", "cluster"))
+	out := map[string]float64{}
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		if raw, err := os.ReadFile(filepath.Join(dir, "run", name+".pid")); err == nil {
+			out[name], _ = procStats("/proc/" + strings.TrimSpace(string(raw)))
+		}
+	}
+	out["test process (controllers, scheduler, kwok, members)"], _ = procStats("/proc/self")
+	if cpu, _, err := operatorProcess(); err == nil {
+		out["operator"] = cpu
+	}
+	return out
+}
+
+// cpuSince is the CPU seconds each process used since before was read, and their sum.
+func cpuSince(before map[string]float64) map[string]string {
+	out, total := map[string]string{}, 0.0
+	for name, now := range clusterCPU() {
+		out[name] = fmt.Sprintf("%.1f", now-before[name])
+		total += now - before[name]
+	}
+	out["all"] = fmt.Sprintf("%.1f", total)
+	return out
+}
+
+// apiserverTime reads the API server's request seconds (apiserver_request_duration_seconds_sum,
+// watches excluded by the API server) by verb and resource, every client's.
+func apiserverTime(ctx context.Context) map[string]float64 {
+	raw, err := framework.Cluster.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred(), "read the API server's metrics")
+	out := map[string]float64{}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_duration_seconds_sum{") {
+			continue
+		}
+		key := label(line, "verb") + " " + label(line, "resource")
+		if sub := label(line, "subresource"); sub != "" {
+			key += "/" + sub
+		}
+		out[key] += value(line)
+	}
+	return out
+}
+
+// apiserverSince is the API server's request seconds since before, the eight largest by verb
+// and resource, and their total.
+func apiserverSince(ctx context.Context, before map[string]float64) map[string]string {
+	type spent struct {
+		key string
+		s   float64
+	}
+	var all []spent
+	total := 0.0
+	for k, v := range apiserverTime(ctx) {
+		if d := v - before[k]; d > 0 {
+			all = append(all, spent{k, d})
+			total += d
+		}
+	}
+	slices.SortFunc(all, func(a, b spent) int { return cmp.Compare(b.s, a.s) })
+	out := map[string]string{"all": fmt.Sprintf("%.1f", total)}
+	for _, x := range all[:min(len(all), 8)] {
+		out[x.key] = fmt.Sprintf("%.1f", x.s)
+	}
+	return out
+}
+
+// leftOf counts what remains of the namespaces: each namespace still there, each of their Pods
+// and each PersistentVolume bound to one of their claims; -1 when a list fails.
+func leftOf(ctx context.Context, namespaces []string) int {
+	pods := podsIn(ctx, namespaces)
+	if pods < 0 {
+		return -1
+	}
+	n := pods
+	for _, ns := range namespaces {
+		err := kube().Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+		if err == nil {
+			n++
+		} else if !apierrors.IsNotFound(err) {
+			return -1
+		}
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	if kube().List(ctx, pvs) != nil {
+		return -1
+	}
+	for _, pv := range pvs.Items {
+		if pv.Spec.ClaimRef != nil && slices.Contains(namespaces, pv.Spec.ClaimRef.Namespace) {
+			n++
+		}
 	}
 	return n
 }
