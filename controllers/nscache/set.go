@@ -50,22 +50,27 @@ type kind struct {
 	proto func() client.Object
 	// all: every object of the namespace, not only the fleet-labelled ones.
 	all bool
-	// statusUnread: no decision reads this kind's status (the operator converges its spec and
-	// metadata), so an update that changed only the status wakes no fleet. A
-	// PodDisruptionBudget's status moves with every member that becomes ready or not.
-	statusUnread bool
+	// unread says whether an update changed only what no decision reads, so it wakes no
+	// fleet (the cache still holds the new version); nil: every change wakes.
+	unread func(old, new client.Object) bool
 }
 
 func typed(obj client.Object, gvk schema.GroupVersionKind, all bool) kind {
 	return kind{gvk: gvk, all: all, proto: func() client.Object { return obj.DeepCopyObject().(client.Object) }}
 }
 
+// unstructuredKind is a chart child's kind; statusUnread: no decision reads its status (the
+// operator converges its spec and metadata), so a status-only update wakes no fleet.
 func unstructuredKind(gvk schema.GroupVersionKind, statusUnread bool) kind {
-	return kind{gvk: gvk, statusUnread: statusUnread, proto: func() client.Object {
+	k := kind{gvk: gvk, proto: func() client.Object {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
 		return u
 	}}
+	if statusUnread {
+		k.unread = onlyStatus
+	}
+	return k
 }
 
 func metadataKind(gvk schema.GroupVersionKind, all bool) kind {
@@ -75,6 +80,16 @@ func metadataKind(gvk schema.GroupVersionKind, all bool) kind {
 		return m
 	}}
 }
+
+// claims are cached typed and unrestricted. No decision reads a claim's annotations, which the
+// scheduler, the PV controller and provisioners write several times while a claim binds
+// (selected-node, storage-provisioner, bind-completed), so an update that changed only them
+// wakes no fleet; its phase, spec (the volume it binds), labels, finalizers and deletion do.
+var claims = func() kind {
+	k := typed(&corev1.PersistentVolumeClaim{}, corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"), true)
+	k.unread = onlyAnnotations
+	return k
+}()
 
 // kinds are the kinds a fleet namespace's cache holds, given the optional APIs served.
 //
@@ -89,7 +104,7 @@ func metadataKind(gvk schema.GroupVersionKind, all bool) kind {
 func kinds(apis APIs) []kind {
 	ks := []kind{
 		typed(&corev1.Pod{}, corev1.SchemeGroupVersion.WithKind("Pod"), false),
-		typed(&corev1.PersistentVolumeClaim{}, corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"), true),
+		claims,
 		typed(&appsv1.StatefulSet{}, appsv1.SchemeGroupVersion.WithKind("StatefulSet"), false),
 		typed(&appsv1.Deployment{}, appsv1.SchemeGroupVersion.WithKind("Deployment"), false),
 		typed(&appsv1.ReplicaSet{}, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"), false),
@@ -402,8 +417,8 @@ func (s *Set) probeKind(ctx context.Context, ns string, k kind) error {
 }
 
 // handler forwards every change of a cached object of kind k to Events, and counts it. An
-// update that changed nothing (a resync) is not forwarded, nor, for a kind whose status no
-// decision reads, one that changed only the status.
+// update that changed nothing (a resync) is not forwarded, nor one that changed only what no
+// decision reads (kind.unread).
 func (s *Set) handler(ctx context.Context, k kind) toolscache.ResourceEventHandler {
 	woke, skipped := childEvents.WithLabelValues(k.gvk.Kind, "true"), childEvents.WithLabelValues(k.gvk.Kind, "false")
 	send := func(obj any) {
@@ -425,7 +440,7 @@ func (s *Set) handler(ctx context.Context, k kind) toolscache.ResourceEventHandl
 		UpdateFunc: func(old, obj any) {
 			a, aok := old.(client.Object)
 			b, bok := obj.(client.Object)
-			if aok && bok && (a.GetResourceVersion() == b.GetResourceVersion() || (k.statusUnread && onlyStatus(a, b))) {
+			if aok && bok && (a.GetResourceVersion() == b.GetResourceVersion() || (k.unread != nil && k.unread(a, b))) {
 				skipped.Inc()
 				return
 			}
@@ -448,6 +463,24 @@ func onlyStatus(a, b client.Object) bool {
 		return false
 	}
 	return equality.Semantic.DeepEqual(withoutStatus(ua.Object), withoutStatus(ub.Object))
+}
+
+// onlyAnnotations says whether two versions of a claim differ only in their annotations and
+// the metadata every write moves. The copies are shallow: neither cached object is changed.
+func onlyAnnotations(a, b client.Object) bool {
+	ca, ok := a.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return false
+	}
+	cb, ok := b.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return false
+	}
+	x, y := *ca, *cb
+	x.Annotations, y.Annotations = nil, nil
+	x.ResourceVersion, y.ResourceVersion = "", ""
+	x.ManagedFields, y.ManagedFields = nil, nil
+	return equality.Semantic.DeepEqual(x, y)
 }
 
 // withoutStatus is a shallow copy of obj without status, resourceVersion and managedFields.

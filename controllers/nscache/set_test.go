@@ -414,3 +414,52 @@ func childEventCount(t *testing.T, kind, woke string) float64 {
 	}
 	return 0
 }
+
+// TestAClaimsAnnotationsAloneWakeNoFleet: the scheduler, the PV controller and provisioners
+// annotate a claim several times while it binds, and no decision reads those annotations; a
+// change of its phase wakes the fleet.
+func TestAClaimsAnnotationsAloneWakeNoFleet(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	claim := func(name string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceOne()}}}}
+	}
+	data, marker := claim("data-f-0"), claim("data-f-1")
+	for _, o := range []client.Object{data, marker} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSet(t, "")
+	if _, err := reader(t, s, ns); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for name := range untilEvent(t, s, ns, "") {
+		if seen[name] = true; seen["data-f-0"] && seen["data-f-1"] {
+			break
+		}
+	}
+
+	data.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
+	if err := admin.Update(ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	marker.Labels = map[string]string{"touched": "yes"}
+	if err := admin.Update(ctx, marker); err != nil {
+		t.Fatal(err)
+	}
+	for name := range untilEvent(t, s, ns, "data-f-1") {
+		if name == "data-f-0" {
+			t.Fatal("an annotation-only update of a claim woke its fleet")
+		}
+	}
+
+	data.Status.Phase = corev1.ClaimLost
+	if err := admin.Status().Update(ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	awaitEvent(t, s, ns, "data-f-0")
+}
