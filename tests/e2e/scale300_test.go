@@ -377,8 +377,9 @@ func cpuSince(before map[string]float64) map[string]string {
 	return out
 }
 
-// apiserverTime reads the API server's request seconds (apiserver_request_duration_seconds_sum,
-// watches excluded by the API server) by verb and resource, every client's.
+// apiserverTime reads the API server's request seconds (apiserver_request_duration_seconds_sum:
+// the time requests were in flight, queueing included, not CPU) by verb and resource, every
+// client's; watches are left out (their seconds are how long they stayed open).
 func apiserverTime(ctx context.Context) map[string]float64 {
 	raw, err := framework.Cluster.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	Expect(err).NotTo(HaveOccurred(), "read the API server's metrics")
@@ -387,7 +388,11 @@ func apiserverTime(ctx context.Context) map[string]float64 {
 		if !strings.HasPrefix(line, "apiserver_request_duration_seconds_sum{") {
 			continue
 		}
-		key := label(line, "verb") + " " + label(line, "resource")
+		verb := label(line, "verb")
+		if verb == "WATCH" || verb == "CONNECT" {
+			continue // long-running: their seconds are how long a watch stayed open
+		}
+		key := verb + " " + label(line, "resource")
 		if sub := label(line, "subresource"); sub != "" {
 			key += "/" + sub
 		}
