@@ -84,6 +84,8 @@ var exportedMetrics = []metricFamily{
 	// The status writes of all fleets, by kind, and the counters-only writes put off.
 	{name: "celld_operator_status_writes_total", file: fleetMetrics},
 	{name: "celld_operator_status_writes_paced_total", file: fleetMetrics},
+	// The changes of cached fleet children by kind, and whether each woke its fleet.
+	{name: "celld_operator_child_events_total", file: "controllers/nscache/metrics.go"},
 	// The build, labelled version, goversion and revision.
 	{name: "celld_operator_build_info", file: operatorMetrics},
 	// The application observer's series: gauges labelled namespace and fleet, and an
