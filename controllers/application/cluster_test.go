@@ -127,3 +127,20 @@ func reading(v string, sent time.Time) celld.Reading {
 	return celld.Reading{Sent: sent, Received: time.Now(), State: celld.State{RuntimeGeneration: "g",
 		Deployment: celld.Deployment{Version: v, Prefix: "deploy/app/" + v, Generation: 1}}}
 }
+
+// reportedFleet writes what the fleet reconciler's first pass would (a Ready condition and
+// every member Ready) so the observer's scan takes the fleet up, and returns the fleet.
+func reportedFleet(t *testing.T, c client.Client, f *v1.CelldFleet, members int32) *v1.CelldFleet {
+	t.Helper()
+	live := &v1.CelldFleet{}
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(f), live); err != nil {
+		t.Fatal(err)
+	}
+	live.Status.DesiredReplicas, live.Status.ReadyReplicas = members, members
+	live.Status.Conditions = append(live.Status.Conditions, metav1.Condition{Type: v1.ConditionReady,
+		Status: metav1.ConditionTrue, Reason: v1.ReasonProvisioned, Message: "ready", LastTransitionTime: metav1.Now()})
+	if err := c.Status().Update(t.Context(), live); err != nil {
+		t.Fatal(err)
+	}
+	return live
+}

@@ -140,6 +140,7 @@ func TestTheLeaderOnlyRunnableObservesFleetsUntilStopped(t *testing.T) {
 	f := bucketFleet(t, c, ns, v1.BucketWorkloadOrdered)
 	sts := statefulSetOf(t, c, f, 1)
 	runningPod(t, c, f, "f-0", "10.4.0.1", sts, "StatefulSet")
+	reportedFleet(t, c, f, 1)
 	o := New(c, c, c.Status(), Options{Reader: &fakeReader{versions: map[string]string{"10.4.0.1": "v1"}},
 		Scan: 20 * time.Millisecond, Interval: 50 * time.Millisecond})
 	if !o.NeedLeaderElection() {

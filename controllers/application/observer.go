@@ -143,7 +143,7 @@ func (o *Observer) scan(ctx context.Context, wg *sync.WaitGroup, slots chan stru
 		if !ok {
 			last, ok = published(f)
 		}
-		if !o.inflight[f.UID] && due(now, o.sampleInterval(f), f, last, ok) {
+		if !o.inflight[f.UID] && reported(f) && due(now, o.sampleInterval(f), f, last, ok) {
 			queue = append(queue, waiting{f: f, since: last.at})
 		}
 	}
@@ -185,6 +185,15 @@ func (o *Observer) forgetGone(fleets []v1.CelldFleet) {
 			delete(o.metricsErr, uid)
 		}
 	}
+}
+
+// reported says whether the fleet reconciler has reported the fleet (its status has a Ready
+// condition), or the fleet is being deleted. A new fleet is observed only then: before its
+// first pass it has no workload to observe, and publishing WorkloadUnavailable for it would
+// be one more status write per fleet, racing the reconciler's first, for a verdict that its
+// first pass makes obsolete.
+func reported(f *v1.CelldFleet) bool {
+	return f.DeletionTimestamp != nil || meta.FindStatusCondition(f.Status.Conditions, v1.ConditionReady) != nil
 }
 
 // due says whether a fleet is observed now: no earlier observation, a deleting fleet (whose

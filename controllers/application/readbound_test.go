@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,6 +46,7 @@ func TestStateIsReadAtMostOnceEveryFifteenSecondsPerFleet(t *testing.T) {
 	const ip = "10.9.15.1"
 	runningPod(t, c, f, "f-0", ip, sts, "StatefulSet")
 	f = withPolicy(t, c, f) // sampleIntervalSeconds 5
+	f = reportedFleet(t, c, f, 1)
 
 	clock := time.Now()
 	now := func() time.Time { return clock }
@@ -114,6 +117,7 @@ func TestOneScanStartsEveryDueFleetTheLongestWaitingFirst(t *testing.T) {
 		if err := c.Create(t.Context(), f); err != nil {
 			t.Fatal(err)
 		}
+		reportedFleet(t, c, f, 0)
 		uids = append(uids, f.UID)
 	}
 	clock := time.Now()
@@ -149,5 +153,44 @@ func TestOneScanStartsEveryDueFleetTheLongestWaitingFirst(t *testing.T) {
 		if !o.last[uid].at.Equal(clock) {
 			t.Fatalf("fleet %s was not observed in the scan: last %v", uid, o.last[uid].at)
 		}
+	}
+}
+
+// TestAFleetIsObservedOnceTheReconcilerHasReportedIt: a new fleet has no workload before the
+// reconciler's first pass, so the scan leaves it until its status has a Ready condition; a
+// deleting fleet is observed whatever its status says (it is published FleetDeleting).
+func TestAFleetIsObservedOnceTheReconcilerHasReportedIt(t *testing.T) {
+	c := apiServer(t)
+	ns := newNamespace(t, c)
+	f := bucketFleet(t, c, ns, v1.BucketWorkloadOrdered)
+	o := New(c, c, c.Status(), Options{Reader: loadReader{}, Metrics: &fakeMetrics{}})
+	var mu sync.Mutex
+	started := map[types.UID]int{}
+	o.started = func(uid types.UID) {
+		mu.Lock()
+		started[uid]++
+		mu.Unlock()
+	}
+	scan := func() int {
+		var wg sync.WaitGroup
+		o.scan(t.Context(), &wg, make(chan struct{}, 4))
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return started[f.UID]
+	}
+	if n := scan(); n != 0 {
+		t.Fatalf("a fleet the reconciler has not reported was observed %d times", n)
+	}
+	if live := fleetNow(t, c, f); meta.FindStatusCondition(live.Status.Conditions, v1.ConditionApplicationConverged) != nil {
+		t.Fatalf("a fleet the reconciler has not reported got ApplicationConverged: %+v", live.Status.Conditions)
+	}
+	reportedFleet(t, c, f, 1)
+	if n := scan(); n != 1 {
+		t.Fatalf("a reported fleet was observed %d times in one scan, want once", n)
+	}
+
+	if !reported(&v1.CelldFleet{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{Time: time.Now()}}}) {
+		t.Fatal("a deleting fleet must be observed (FleetDeleting) even before the reconciler reported it")
 	}
 }
