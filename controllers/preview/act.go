@@ -124,6 +124,10 @@ func (k actionKind) mutation(s *snapshot) (verb, object string) {
 		return "create", fleet
 	case restoreFleet:
 		return "restore", fleet
+	case claimPool:
+		if s.parent != nil && s.parent.Spec.Previews != nil {
+			return "reserve", "CelldStorageReservation/" + reservation.DesiredPool(s.parent).Name
+		}
 	}
 	return string(k), fleet
 }
@@ -135,7 +139,7 @@ func (r *Reconciler) claimPool(ctx context.Context, s *snapshot, a action, paren
 	want := reservation.DesiredPool(parent)
 	res, clash, created, err := reservation.Claim(ctx, r.Direct, want)
 	if created {
-		mutation.Log(ctx, "reserve", s.p.Namespace+"/"+s.fleet, "CelldStorageReservation/"+want.Name, a.why, "preview", s.p.Name)
+		logAction(ctx, s, a)
 	}
 	why, wait := "", time.Duration(0)
 	switch {
