@@ -454,25 +454,14 @@ func (s *Set) handler(ctx context.Context, k kind) toolscache.ResourceEventHandl
 // and the metadata every write moves (resourceVersion, managedFields). Neither object is
 // changed: they are the cache's own.
 func onlyStatus(a, b client.Object) bool {
-	ua, ok := a.(*unstructured.Unstructured)
-	if !ok {
-		return false
-	}
-	ub, ok := b.(*unstructured.Unstructured)
-	if !ok {
-		return false
-	}
-	return equality.Semantic.DeepEqual(withoutStatus(ua.Object), withoutStatus(ub.Object))
+	ua, ub, ok := both[*unstructured.Unstructured](a, b)
+	return ok && equality.Semantic.DeepEqual(withoutStatus(ua.Object), withoutStatus(ub.Object))
 }
 
 // onlyAnnotations says whether two versions of a claim differ only in their annotations and
 // the metadata every write moves. The copies are shallow: neither cached object is changed.
 func onlyAnnotations(a, b client.Object) bool {
-	ca, ok := a.(*corev1.PersistentVolumeClaim)
-	if !ok {
-		return false
-	}
-	cb, ok := b.(*corev1.PersistentVolumeClaim)
+	ca, cb, ok := both[*corev1.PersistentVolumeClaim](a, b)
 	if !ok {
 		return false
 	}
@@ -481,6 +470,13 @@ func onlyAnnotations(a, b client.Object) bool {
 	x.ResourceVersion, y.ResourceVersion = "", ""
 	x.ManagedFields, y.ManagedFields = nil, nil
 	return equality.Semantic.DeepEqual(x, y)
+}
+
+// both are a and b as T, and whether both are.
+func both[T client.Object](a, b client.Object) (T, T, bool) {
+	x, okA := a.(T)
+	y, okB := b.(T)
+	return x, y, okA && okB
 }
 
 // withoutStatus is a shallow copy of obj without status, resourceVersion and managedFields.

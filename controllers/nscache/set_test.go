@@ -147,11 +147,7 @@ func awaitEvent(t *testing.T, s *nscache.Set, ns, name string) {
 func TestCacheHoldsLabelledChildrenAndAllClaims(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	claim := func(name string) *corev1.PersistentVolumeClaim {
-		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceOne()}}}}
-	}
+	claim := func(name string) *corev1.PersistentVolumeClaim { return claimIn(ns, name) }
 	for _, o := range []client.Object{
 		service(ns, "ours", true), service(ns, "theirs", false),
 		claim("data-f-0"), claim("data-f-12"), claim("data-f-1-0"), claim("data-ff-0"), claim("scratch"),
@@ -318,22 +314,7 @@ func TestAStatusOnlyChangeWakesNoFleetWhereNoDecisionReadsIt(t *testing.T) {
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "route", Labels: labels},
 		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{
 			Service: &networkingv1.IngressServiceBackend{Name: "f", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}
-	for _, o := range []client.Object{budget, marker, ing} {
-		if err := admin.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := newSet(t, "")
-	if _, err := reader(t, s, ns); err != nil {
-		t.Fatal(err)
-	}
-	// the initial lists, in whatever order the three informers deliver them
-	seen := map[string]bool{}
-	for name := range untilEvent(t, s, ns, "") {
-		if seen[name] = true; seen["budget"] && seen["marker"] && seen["route"] {
-			break
-		}
-	}
+	s := cacheOf(t, ns, budget, marker, ing)
 	skippedBefore := childEventCount(t, "PodDisruptionBudget", "false")
 
 	budget.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: budget.Generation, CurrentHealthy: 2, DesiredHealthy: 2, ExpectedPods: 3}
@@ -421,27 +402,9 @@ func childEventCount(t *testing.T, kind, woke string) float64 {
 func TestAClaimsAnnotationsAloneWakeNoFleet(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	claim := func(name string) *corev1.PersistentVolumeClaim {
-		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceOne()}}}}
-	}
+	claim := func(name string) *corev1.PersistentVolumeClaim { return claimIn(ns, name) }
 	data, marker := claim("data-f-0"), claim("data-f-1")
-	for _, o := range []client.Object{data, marker} {
-		if err := admin.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s := newSet(t, "")
-	if _, err := reader(t, s, ns); err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for name := range untilEvent(t, s, ns, "") {
-		if seen[name] = true; seen["data-f-0"] && seen["data-f-1"] {
-			break
-		}
-	}
+	s := cacheOf(t, ns, data, marker)
 
 	data.Annotations = map[string]string{"volume.kubernetes.io/selected-node": "node-a"}
 	if err := admin.Update(ctx, data); err != nil {
@@ -462,4 +425,36 @@ func TestAClaimsAnnotationsAloneWakeNoFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitEvent(t, s, ns, "data-f-0")
+}
+
+// claimIn is a one-byte ReadWriteOnce claim.
+func claimIn(ns, name string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resourceOne()}}}}
+}
+
+// cacheOf creates objs in namespace ns, starts a Set there and waits for the initial event of
+// each, in whatever order the informers deliver them.
+func cacheOf(t *testing.T, ns string, objs ...client.Object) *nscache.Set {
+	t.Helper()
+	for _, o := range objs {
+		if err := admin.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSet(t, "")
+	if _, err := reader(t, s, ns); err != nil {
+		t.Fatal(err)
+	}
+	waiting := map[string]bool{}
+	for _, o := range objs {
+		waiting[o.GetName()] = true
+	}
+	for name := range untilEvent(t, s, ns, "") {
+		if delete(waiting, name); len(waiting) == 0 {
+			break
+		}
+	}
+	return s
 }
