@@ -347,19 +347,20 @@ func podsIn(ctx context.Context, namespaces []string) int {
 	return n
 }
 
-// clusterCPU reads the CPU seconds each process of the local cluster has used: etcd and the
-// API server (their PIDs in the cluster directory's run/), this test process (the scheduler,
-// the controller manager, kwok, the volume provisioner and every simulated member's /state
-// and readiness run in it) and the operator binary.
+// clusterCPU reads the CPU seconds each process of the local cluster has used: every process
+// the cluster directory's run/ names (etcd, the API server, the controller manager, the
+// scheduler, kwok, metrics-server), this test process (the celld simulator serving every
+// member's readiness and /state, and the volume provisioner) and the operator binary.
 func clusterCPU() map[string]float64 {
 	dir := cmp.Or(os.Getenv("CELLD_E2E_DIR"), filepath.Join(".artifacts", "cluster"))
 	out := map[string]float64{}
-	for _, name := range []string{"etcd", "kube-apiserver"} {
-		if raw, err := os.ReadFile(filepath.Join(dir, "run", name+".pid")); err == nil {
-			out[name], _ = procStats("/proc/" + strings.TrimSpace(string(raw)))
+	pids, _ := filepath.Glob(filepath.Join(dir, "run", "*.pid"))
+	for _, f := range pids {
+		if raw, err := os.ReadFile(f); err == nil {
+			out[strings.TrimSuffix(filepath.Base(f), ".pid")], _ = procStats("/proc/" + strings.TrimSpace(string(raw)))
 		}
 	}
-	out["test process (controllers, scheduler, kwok, members)"], _ = procStats("/proc/self")
+	out["test process (members, provisioner)"], _ = procStats("/proc/self")
 	if cpu, _, err := operatorProcess(); err == nil {
 		out["operator"] = cpu
 	}
