@@ -105,6 +105,12 @@ func (r *Reconciler) run(ctx context.Context, s *snapshot, pl plan, a action) (o
 // action and object, the generated fleet it concerns, why, and the preview.
 func logAction(ctx context.Context, s *snapshot, a action, kv ...any) {
 	verb, object := a.kind.mutation(s)
+	logWrite(ctx, s, a, verb, object, kv...)
+}
+
+// logWrite is logAction for a write whose object the executor knows and the snapshot does not
+// (the pool reservation claimPool built).
+func logWrite(ctx context.Context, s *snapshot, a action, verb, object string, kv ...any) {
 	mutation.Log(ctx, verb, s.p.Namespace+"/"+s.fleet, object, a.why, append([]any{"preview", s.p.Name}, kv...)...)
 }
 
@@ -124,10 +130,6 @@ func (k actionKind) mutation(s *snapshot) (verb, object string) {
 		return "create", fleet
 	case restoreFleet:
 		return "restore", fleet
-	case claimPool:
-		if s.parent != nil && s.parent.Spec.Previews != nil {
-			return "reserve", "CelldStorageReservation/" + reservation.DesiredPool(s.parent).Name
-		}
 	}
 	return string(k), fleet
 }
@@ -139,7 +141,7 @@ func (r *Reconciler) claimPool(ctx context.Context, s *snapshot, a action, paren
 	want := reservation.DesiredPool(parent)
 	res, clash, created, err := reservation.Claim(ctx, r.Direct, want)
 	if created {
-		logAction(ctx, s, a)
+		logWrite(ctx, s, a, "reserve", "CelldStorageReservation/"+want.Name)
 	}
 	why, wait := "", time.Duration(0)
 	switch {
